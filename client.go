@@ -1,0 +1,372 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Client acquires and keeps leases in one Store. It owns all timing: one
+// heartbeat goroutine renews every lease it holds (in one round trip per
+// renewal when the store is a BatchRenewer), and one subscription wakes its
+// waiters when the store is a Notifier. A Client is safe for concurrent use;
+// Close it to release its leases and stop its goroutines.
+type Client struct {
+	store  Store
+	batch  BatchRenewer // nil when the store cannot batch
+	limits Limits
+	def    params // client-wide lease settings, before per-acquire options
+	obs    Observer
+	log    *slog.Logger
+	clock  Clock
+	hub    *hub
+
+	mu       sync.Mutex
+	leases   map[*Lease]struct{} // held leases
+	closed   bool                // no new leases
+	draining bool                // Close is waiting for goroutines: run work inline
+	wg       sync.WaitGroup      // every goroutine the Client starts
+
+	emitMu sync.Mutex // keeps observer events in the order they were decided
+	wake   chan struct{}
+	stop   chan struct{}
+}
+
+// New returns a Client for store. Options set the defaults of every lease the
+// Client acquires; invalid options return an error matching ErrInvalid.
+func New(store Store, opts ...Option) (*Client, error) {
+	if store == nil {
+		return nil, Invalid("store", "nil store")
+	}
+	cfg := config{params: params{drift: -1}, clock: SystemClock(), logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o == nil {
+			return nil, Invalid("option", "nil option")
+		}
+		o.applyClient(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	if cfg.holder == "" {
+		cfg.holder = defaultHolder()
+	}
+	c := &Client{
+		store:  store,
+		def:    cfg.params,
+		obs:    cfg.observer,
+		log:    cfg.logger,
+		clock:  cfg.clock,
+		leases: make(map[*Lease]struct{}),
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+	if l, ok := store.(Limiter); ok {
+		c.limits = l.Limits()
+	}
+	if b, ok := store.(BatchRenewer); ok {
+		c.batch = b
+	}
+	if _, err := c.def.resolve(c.limits); err != nil {
+		return nil, err
+	}
+	c.hub = newHub(c)
+	c.wg.Add(1)
+	go c.heartbeat()
+	return c, nil
+}
+
+// prepare validates key and resolves the lease settings for one acquisition.
+func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
+	p := c.def
+	for _, o := range opts {
+		if o == nil {
+			return p, Invalid("option", "nil acquire option")
+		}
+		o.applyAcquire(&p)
+	}
+	if err := c.validKey(key); err != nil {
+		return p, err
+	}
+	return p.resolve(c.limits)
+}
+
+func (c *Client) validKey(key string) error {
+	max := MaxKeyLen
+	if c.limits.MaxKeyLen > 0 && c.limits.MaxKeyLen < max {
+		max = c.limits.MaxKeyLen
+	}
+	switch {
+	case key == "":
+		return Invalid("key", "empty")
+	case len(key) > max:
+		return Invalid("key", "%d bytes, longer than the limit of %d", len(key), max)
+	case !utf8.ValidString(key):
+		return Invalid("key", "not valid UTF-8")
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return Invalid("key", "contains a NUL byte")
+		}
+	}
+	return nil
+}
+
+// TryAcquire acquires key if it is free and returns at once otherwise, with
+// an error matching ErrHeld (a *HeldError telling who holds it, when the
+// store can tell).
+func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	p, err := c.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.try(ctx, key, p, c.clock.Now())
+}
+
+// Acquire acquires key, waiting while another holder has it, until ctx ends.
+// It never busy-polls: it wakes on the store's release announcement when the
+// store is a Notifier, and otherwise when the holder's TTL would run out.
+func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	p, err := c.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	start := c.clock.Now()
+	w := c.hub.register(key)
+	defer c.hub.unregister(w)
+	var transient int
+	for {
+		gen := c.hub.ensure(ctx)
+		l, err := c.try(ctx, key, p, start)
+		if err == nil {
+			return l, nil
+		}
+		var sleep time.Duration
+		var held *HeldError
+		switch {
+		case errors.As(err, &held):
+			transient = 0
+			sleep = waitFor(held.Remaining, p)
+		case errors.Is(err, ErrHeld):
+			transient = 0
+			sleep = waitFor(0, p)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
+			return nil, err
+		default:
+			transient++
+			sleep = backoff(transient, p.renew)
+			c.log.Warn("lease: acquire failed, retrying", "key", key, "err", err, "retry_in", sleep)
+		}
+		if c.hub.changed(gen) {
+			continue // the subscription was (re)established: look again at once
+		}
+		t := c.clock.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
+		case <-w.ch:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// Do acquires key (waiting as Acquire does), runs fn while holding it and
+// releases it. fn's ctx is cancelled when ctx ends or the lease is lost. Do
+// returns fn's error, joined with the release error if there is one; when
+// fn succeeded but the lease was lost meanwhile, the error matches ErrLost.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) error {
+	if fn == nil {
+		return Invalid("function", "nil")
+	}
+	l, err := c.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	ferr := fn(fctx, l)
+	stop()
+	cancel(nil)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
+	defer rcancel()
+	rerr := l.Release(rctx)
+	return errors.Join(ferr, rerr)
+}
+
+// Inspect reports who holds key, as the store sees it.
+func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
+	if err := c.validKey(key); err != nil {
+		return Info{}, err
+	}
+	info, err := c.store.Inspect(ctx, key)
+	if err != nil {
+		return Info{}, fmt.Errorf("lease: inspect %q: %w", key, err)
+	}
+	return info, nil
+}
+
+// Close releases every lease the Client holds (their Err becomes ErrReleased),
+// stops the heartbeat and the subscription, and waits for all goroutines of
+// the Client to exit. It does not close the Store. Close is idempotent; later
+// acquisitions return ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	held := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+
+	errs := make([]error, len(held))
+	var wg sync.WaitGroup
+	for i, l := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), min(l.p.ttl, 10*time.Second))
+			defer cancel()
+			if err := l.Release(ctx); err != nil && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLost) {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	close(c.stop)
+	c.hub.close()
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// try makes one acquisition attempt.
+func (c *Client) try(ctx context.Context, key string, p params, start time.Time) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	req := Request{Key: key, Token: token, Holder: p.holder, TTL: p.ttl}
+	sent := c.clock.Now()
+	g, err := c.store.Acquire(ctx, req)
+	if err != nil {
+		if errors.Is(err, ErrHeld) || errors.Is(err, ErrInvalid) {
+			return nil, err
+		}
+		// The write may have reached the store even though we saw an error
+		// (a timeout, a cancelled ctx): free it so it is no orphan.
+		c.cleanup(req)
+		return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+	}
+	l := newLease(c, req, p, g.Fence, sent)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.cleanup(req)
+		return nil, ErrClosed
+	}
+	c.leases[l] = struct{}{}
+	ev := l.event(EventAcquired, sent)
+	ev.Wait = sent.Sub(start)
+	c.unlockEmit(ev)
+	if g.Lost != nil {
+		c.spawn(func() {
+			select {
+			case <-g.Lost:
+				c.lose(l, LossSession, errors.New("the store's session ended"))
+			case <-l.ctx.Done():
+			}
+		})
+	}
+	c.kick()
+	c.log.Debug("lease: acquired", "key", key, "fence", g.Fence, "token", short(token))
+	return l, nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// cleanup releases req's token in the background, bounded in time; used
+// where a write may have happened that nobody will renew.
+func (c *Client) cleanup(req Request) {
+	c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), min(req.TTL, 5*time.Second))
+		defer cancel()
+		if err := c.store.Release(ctx, req); err != nil && !errors.Is(err, ErrNotHeld) {
+			c.log.Warn("lease: cleanup release failed; the store frees it after the TTL", "key", req.Key, "token", short(req.Token), "err", err)
+		}
+	})
+}
+
+// spawn runs f in a goroutine tracked by Close; while Close is draining it
+// runs f inline instead.
+func (c *Client) spawn(f func()) {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// unlockEmit releases c.mu, which the caller holds, and delivers evs to the
+// observer. Taking emitMu before releasing c.mu keeps events in the order in
+// which they were decided under c.mu.
+func (c *Client) unlockEmit(evs ...Event) {
+	if c.obs == nil || len(evs) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.emitMu.Lock()
+	c.mu.Unlock()
+	defer c.emitMu.Unlock()
+	for _, e := range evs {
+		c.obs.Observe(e)
+	}
+}
+
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lease: token from crypto/rand: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// short shortens a token for logs: tokens are never logged in full.
+func short(token string) string {
+	if len(token) > 8 {
+		return token[:8] + "…"
+	}
+	return token
+}

@@ -1,0 +1,538 @@
+// Tests of the core engine with the in-memory store and a fake clock: the
+// heartbeat, the local deadline, batching, orphans, options and events.
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
+	"github.com/leasekit/lease/memlease"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is an Observer that keeps every event and signals each one.
+type recorder struct {
+	mu  sync.Mutex
+	evs []lease.Event
+	ch  chan lease.Event
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan lease.Event, 4096)} }
+
+func (r *recorder) Observe(e lease.Event) {
+	r.mu.Lock()
+	r.evs = append(r.evs, e)
+	r.mu.Unlock()
+	r.ch <- e
+}
+
+// next waits (in real time) for the next event of kind k.
+func (r *recorder) next(t *testing.T, k lease.EventKind) lease.Event {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-r.ch:
+			if e.Kind == k {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %v event within 5s", k)
+		}
+	}
+}
+
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s []string
+	for _, e := range r.evs {
+		s = append(s, e.Kind.String())
+	}
+	return s
+}
+
+type fixture struct {
+	clk   *leasetest.FakeClock
+	mem   *memlease.Store
+	fault *leasetest.FaultyStore
+	rec   *recorder
+	c     *lease.Client
+}
+
+func newFixture(t *testing.T, opts ...lease.Option) *fixture {
+	t.Helper()
+	f := &fixture{clk: leasetest.NewFakeClock(), rec: newRecorder()}
+	f.mem = memlease.New(memlease.WithClock(f.clk))
+	f.fault = leasetest.Faulty(f.mem)
+	opts = append([]lease.Option{lease.WithClock(f.clk), lease.WithObserver(f.rec), lease.WithHolder("test:1")}, opts...)
+	c, err := lease.New(f.fault, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
+	t.Cleanup(func() {
+		f.fault.BlockRenewals(false)
+		f.fault.FailRenewals(nil)
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		_ = f.mem.Close()
+	})
+	return f
+}
+
+// other returns a second client over the same store, without faults.
+func (f *fixture) other(t *testing.T) *lease.Client {
+	t.Helper()
+	c, err := lease.New(f.mem.Handle(), lease.WithClock(f.clk), lease.WithHolder("other:2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestHeartbeatKeepsLeaseOnFakeClock(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rec.next(t, lease.EventAcquired)
+	other := f.other(t)
+	interval := 10 * time.Second / 3
+	for i := 0; i < 12; i++ { // 40 s of fake time, 4×TTL
+		f.clk.Advance(interval)
+		e := f.rec.next(t, lease.EventRenewed)
+		if e.Fence != l.Fence() || e.Key != "job" {
+			t.Fatalf("renewed event %+v", e)
+		}
+		if _, err := other.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("round %d: other TryAcquire = %v, want ErrHeld", i, err)
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err after 4×TTL = %v", err)
+	}
+	if r := l.Remaining(); r <= 10*time.Second-interval-time.Second || r > 10*time.Second {
+		t.Fatalf("Remaining = %v", r)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.rec.kinds(), ","); !strings.HasPrefix(got, "acquired,renewed") || !strings.HasSuffix(got, "renewed,released") {
+		t.Fatalf("events %s", got)
+	}
+}
+
+func TestStalledRenewalsLoseBeforeStoreExpiry(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ttl := 10 * time.Second
+	start := f.clk.Now()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fault.BlockRenewals(true) // a SIGSTOP-like stall: renewals never reach the store
+	other := f.other(t)
+	var taken time.Time
+	for step := 0; step < 200 && taken.IsZero(); step++ {
+		f.clk.Advance(100 * time.Millisecond)
+		time.Sleep(time.Millisecond) // let the heartbeat see this instant
+		now := f.clk.Now()
+		if now.Sub(start) >= ttl-ttl/50-time.Millisecond {
+			// Past the local deadline: the loss must be reported now, before
+			// the other client is allowed to try.
+			select {
+			case <-l.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("not lost at %v after acquire (deadline passed)", now.Sub(start))
+			}
+		}
+		if l2, err := other.TryAcquire(ctx, "job"); err == nil {
+			taken = now
+			select {
+			case <-l.Done():
+			default:
+				t.Fatal("another client acquired while the first lease was not yet reported lost")
+			}
+			if l2.Fence() <= l.Fence() {
+				t.Fatalf("fence %d after %d", l2.Fence(), l.Fence())
+			}
+		}
+	}
+	if taken.IsZero() {
+		t.Fatal("the key never expired in the store")
+	}
+	lost := f.rec.next(t, lease.EventLost)
+	if lost.Reason != lease.LossDeadline || lost.Time.After(taken) {
+		t.Fatalf("lost event %+v, taken at %v", lost, taken)
+	}
+	var le *lease.LostError
+	if !errors.As(l.Err(), &le) || le.Reason != lease.LossDeadline || !errors.Is(l.Err(), lease.ErrLost) {
+		t.Fatalf("Err = %v", l.Err())
+	}
+	if c := context.Cause(l.Context()); !errors.Is(c, lease.ErrLost) {
+		t.Fatalf("Cause = %v", c)
+	}
+	if l.Remaining() != 0 {
+		t.Fatalf("Remaining after loss = %v", l.Remaining())
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Release after loss = %v", err)
+	}
+	if info, err := other.Inspect(ctx, "job"); err != nil || !info.Held || info.Holder != "other:2" {
+		t.Fatalf("release after loss disturbed the new holder: %+v %v", info, err)
+	}
+}
+
+func TestTransientRenewFailuresAreRetried(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fault.FailRenewals(errors.New("connection reset"))
+	f.clk.Advance(10 * time.Second / 3)
+	e := f.rec.next(t, lease.EventRenewFailed)
+	if e.Err == nil || !strings.Contains(e.Err.Error(), "connection reset") {
+		t.Fatalf("renew failed event %+v", e)
+	}
+	// Retries come quickly (backoff from renew/16), not a whole interval later.
+	before := f.fault.Renewals()
+	for i := 0; i < 20 && f.fault.Renewals() < before+2; i++ {
+		f.clk.Advance(200 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if f.fault.Renewals() < before+2 {
+		t.Fatalf("renewals not retried within 4s of fake time: %d -> %d", before, f.fault.Renewals())
+	}
+	f.fault.FailRenewals(nil)
+	f.clk.Advance(time.Second)
+	f.rec.next(t, lease.EventRenewed)
+	if l.Err() != nil {
+		t.Fatalf("lease lost after a recovered failure: %v", l.Err())
+	}
+}
+
+func TestStoreLosingTokenLosesAtOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone (an operator, a store failover) deleted our token.
+	if err := f.mem.Release(ctx, lease.Request{Key: "job", Token: l.Token()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(10 * time.Second / 3)
+	e := f.rec.next(t, lease.EventLost)
+	if e.Reason != lease.LossNotHeld || !errors.Is(l.Err(), lease.ErrNotHeld) {
+		t.Fatalf("lost event %+v, Err %v", e, l.Err())
+	}
+	<-l.Done()
+}
+
+func TestBatchedRenewalsConverge(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ttl := 9 * time.Second
+	var ls []*lease.Lease
+	for i := 0; i < 30; i++ { // acquired over 3 s of fake time
+		l, err := f.c.TryAcquire(ctx, "k"+string(rune('a'+i)), lease.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		f.clk.Advance(100 * time.Millisecond)
+	}
+	count := func() int64 { return f.fault.Renewals() }
+	calls := 0
+	last := count()
+	step := 50 * time.Millisecond
+	var perInterval []int
+	window := 0
+	for elapsed := time.Duration(0); elapsed < 10*ttl; elapsed += step {
+		f.clk.Advance(step)
+		// Let the heartbeat react to this instant before moving on.
+		deadline := time.Now().Add(time.Second)
+		for f.clk.Timers() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Millisecond)
+		if n := count(); n != last {
+			calls++
+			last = n
+		}
+		if elapsed > 0 && elapsed%(ttl/3) == 0 {
+			perInterval = append(perInterval, calls-window)
+			window = calls
+		}
+	}
+	for _, l := range ls {
+		if l.Err() != nil {
+			t.Fatalf("%s lost: %v", l.Key(), l.Err())
+		}
+	}
+	// After convergence: at most one renewal round per interval for all 30 leases.
+	tail := perInterval[len(perInterval)-10:]
+	for _, n := range tail {
+		if n > 1 {
+			t.Fatalf("renewal rounds per interval %v: not converged to one round trip", perInterval)
+		}
+	}
+	t.Logf("renewal rounds per interval: %v", perInterval)
+}
+
+func TestAmbiguousAcquireLeavesNoOrphan(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	amb := &ambiguous{Store: f.mem.Handle()}
+	c, err := lease.New(amb, lease.WithClock(f.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.TryAcquire(ctx, "job"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryAcquire = %v, want the store's DeadlineExceeded", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := f.mem.Inspect(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write of the failed acquire is still held: an orphan")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ambiguous applies Acquire and then reports a timeout, as a store does when
+// the reply is lost after the write.
+type ambiguous struct{ lease.Store }
+
+func (a *ambiguous) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	if _, err := a.Store.Acquire(ctx, r); err != nil {
+		return lease.Grant{}, err
+	}
+	return lease.Grant{}, context.DeadlineExceeded
+}
+
+func TestReleaseWaitsForInflightRenewal(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fault.BlockRenewals(true)
+	before := f.fault.Renewals()
+	f.clk.Advance(10 * time.Second / 3)
+	for f.fault.Renewals() == before {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Release(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Release returned %v while a renewal was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.fault.BlockRenewals(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := f.fault.Renewals()
+	f.clk.Advance(time.Minute)
+	time.Sleep(20 * time.Millisecond)
+	if f.fault.Renewals() != n {
+		t.Fatal("a renewal ran after Release returned")
+	}
+	if !errors.Is(l.Err(), lease.ErrReleased) || !errors.Is(l.Release(ctx), lease.ErrReleased) {
+		t.Fatalf("Err = %v", l.Err())
+	}
+}
+
+func TestDoReportsLossDuringWork(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	err := f.c.Do(ctx, "job", func(ctx context.Context, l *lease.Lease) error {
+		f.fault.BlockRenewals(true)
+		f.clk.Advance(11 * time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's ctx not cancelled on loss")
+		}
+		return nil
+	}, lease.WithTTL(10*time.Second))
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Do = %v, want ErrLost", err)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := lease.New(nil); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	for name, opts := range map[string][]lease.Option{
+		"ttl below min":    {lease.WithTTL(time.Millisecond)},
+		"negative ttl":     {lease.WithTTL(-time.Second)},
+		"renew >= ttl":     {lease.WithTTL(time.Second), lease.WithRenewInterval(time.Second)},
+		"negative renew":   {lease.WithRenewInterval(-1)},
+		"drift too big":    {lease.WithTTL(time.Second), lease.WithDriftMargin(600 * time.Millisecond)},
+		"nil observer":     {lease.WithObserver(nil)},
+		"nil logger":       {lease.WithLogger(nil)},
+		"nil clock":        {lease.WithClock(nil)},
+		"nil option":       {nil},
+		"holder too large": {lease.WithHolder(strings.Repeat("h", 513))},
+	} {
+		if _, err := lease.New(f.mem, opts...); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
+		}
+	}
+	var ie *lease.InvalidError
+	for name, key := range map[string]string{
+		"empty": "", "too long": strings.Repeat("k", 513), "bad utf8": "a\xffb", "nul": "a\x00b",
+	} {
+		_, err := f.c.TryAcquire(ctx, key)
+		if !errors.Is(err, lease.ErrInvalid) || !errors.As(err, &ie) || ie.Field != "key" {
+			t.Errorf("%s key: TryAcquire = %v", name, err)
+		}
+		if _, err := f.c.Acquire(ctx, key); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("%s key: Acquire = %v", name, err)
+		}
+	}
+	if _, err := f.c.TryAcquire(ctx, "k", lease.WithTTL(time.Millisecond)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("per-acquire TTL 1ms: %v", err)
+	}
+	if err := f.c.Do(ctx, "k", nil); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("Do(nil fn) = %v", err)
+	}
+	// A store's own limits apply too.
+	small := memlease.New(memlease.WithLimits(lease.Limits{MinTTL: time.Second, MaxKeyLen: 4}))
+	defer small.Close()
+	c, err := lease.New(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.TryAcquire(ctx, "12345"); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("key over store limit: %v", err)
+	}
+	if _, err := c.TryAcquire(ctx, "k", lease.WithTTL(500*time.Millisecond)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("TTL under store minimum: %v", err)
+	}
+	if _, err := lease.New(small, lease.WithTTL(100*time.Millisecond)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("client TTL under store minimum: %v", err)
+	}
+}
+
+func TestHeldErrorTellsHolder(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(2 * time.Second)
+	_, err = f.other(t).TryAcquire(ctx, "job")
+	var he *lease.HeldError
+	if !errors.As(err, &he) || !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("TryAcquire = %v", err)
+	}
+	if he.Holder != "test:1" || he.Fence != l.Fence() || he.Remaining != 8*time.Second {
+		t.Fatalf("HeldError %+v", he)
+	}
+	if !strings.Contains(err.Error(), `"test:1"`) {
+		t.Fatalf("message %q does not name the holder", err)
+	}
+}
+
+func TestAcquireWakesOnReleaseNotTimer(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := f.c.TryAcquire(ctx, "job", lease.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := f.other(t)
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		l2, err := other.Acquire(ctx, "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	// The waiter must be asleep (a timer set for the hour) before we release.
+	for f.clk.Timers() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l2 := <-got: // no fake time passed: woken by the release announcement
+		if l2 == nil || l2.Fence() <= l.Fence() {
+			t.Fatalf("second lease %v", l2)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+}
+
+func TestCloseReleasesAndStops(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var ls []*lease.Lease
+	for _, k := range []string{"a", "b", "c"} {
+		l, err := f.c.TryAcquire(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	if err := f.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if !errors.Is(l.Err(), lease.ErrReleased) {
+			t.Fatalf("%s: Err = %v", l.Key(), l.Err())
+		}
+		if info, _ := f.mem.Inspect(ctx, l.Key()); info.Held {
+			t.Fatalf("%s still held after Close", l.Key())
+		}
+	}
+	if _, err := f.c.TryAcquire(ctx, "a"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("TryAcquire after Close = %v", err)
+	}
+	if _, err := f.c.Acquire(ctx, "a"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Acquire after Close = %v", err)
+	}
+	if err := f.c.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}

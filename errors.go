@@ -1,0 +1,76 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Compare with errors.Is: the errors returned carry more
+// detail (the key, the holder, the cause) and wrap these.
+var (
+	// ErrHeld: the key is held by someone else. The error is a *HeldError.
+	ErrHeld = errors.New("lease: held by another holder")
+	// ErrLost: the lease was lost while held (renewals failed until the local
+	// deadline, the store no longer had our token, or the store's session died).
+	ErrLost = errors.New("lease: lost")
+	// ErrReleased: the lease was released (by Release or Client.Close).
+	ErrReleased = errors.New("lease: released")
+	// ErrNotHeld: the store does not hold the key for this token (it expired,
+	// was taken over, or was never held).
+	ErrNotHeld = errors.New("lease: not held by this token")
+	// ErrInvalid: invalid input (key, option, TTL). The error is an *InvalidError.
+	ErrInvalid = errors.New("lease: invalid input")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("lease: client closed")
+)
+
+// HeldError is returned when a key is held by someone else. It matches ErrHeld.
+type HeldError struct {
+	// Key is the lease name.
+	Key string
+	// Holder is the current holder's identity, "" when the store cannot tell.
+	Holder string
+	// Fence is the current holder's fence, 0 when the store cannot tell.
+	Fence uint64
+	// Remaining is the holder's remaining TTL as the store sees it, 0 when the
+	// store cannot tell.
+	Remaining time.Duration
+}
+
+func (e *HeldError) Error() string {
+	s := fmt.Sprintf("lease: key %q is held", e.Key)
+	if e.Holder != "" {
+		s += fmt.Sprintf(" by %q", e.Holder)
+	}
+	if e.Fence != 0 {
+		s += fmt.Sprintf(" (fence %d)", e.Fence)
+	}
+	if e.Remaining > 0 {
+		s += fmt.Sprintf(", %v left", e.Remaining.Round(time.Millisecond))
+	}
+	return s
+}
+
+// Is reports whether target is ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// InvalidError describes invalid input. It matches ErrInvalid.
+type InvalidError struct {
+	// Field names what was wrong: "key", "ttl", "renew interval", "store", ...
+	Field string
+	// Reason says why.
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("lease: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns an *InvalidError; stores use it for input they cannot accept.
+func Invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,197 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The heartbeat: one goroutine per Client wakes at the earliest renewal time
+// or local deadline of all its leases, declares lost every lease whose
+// deadline has passed, and starts renewals for the leases that are due. The
+// renewals themselves run in their own goroutines, so a store call that hangs
+// can never delay a loss: losses are decided here, by the clock alone.
+
+// errDeadline is the cause of a LossDeadline when no renewal error was seen.
+var errDeadline = errors.New("no successful renewal before the local deadline")
+
+func (c *Client) heartbeat() {
+	defer c.wg.Done()
+	for {
+		next := c.tick()
+		t := c.clock.NewTimer(max(next.Sub(c.clock.Now()), 0))
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-c.wake:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// kick wakes the heartbeat to re-plan (a lease was added or renewed).
+func (c *Client) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// tick does one round of the heartbeat and returns when to wake next.
+func (c *Client) tick() time.Time {
+	now := c.clock.Now()
+	next := now.Add(time.Hour)
+	var due []*Lease
+	var lost []*Lease
+	var evs []Event
+
+	c.mu.Lock()
+	// With a batching store, once one lease is due, every lease renewed at
+	// least a third of its interval ago joins the same round trip: the
+	// renewal times of all leases converge and a client makes about one round
+	// trip per renew interval however many leases it holds.
+	align := false
+	if c.batch != nil {
+		for l := range c.leases {
+			if l.inflight == nil && !now.Before(l.nextRenew) {
+				align = true
+				break
+			}
+		}
+	}
+	for l := range c.leases {
+		if !now.Before(l.deadline) {
+			var cause error = errDeadline
+			if l.failures > 0 {
+				cause = l.lastErr()
+			}
+			evs = append(evs, c.loseLocked(l, LossDeadline, cause))
+			lost = append(lost, l)
+			continue
+		}
+		if l.deadline.Before(next) {
+			next = l.deadline
+		}
+		if l.inflight != nil {
+			continue
+		}
+		at := l.nextRenew
+		if align && l.failures == 0 {
+			if early := l.lastRenew.Add(l.p.renew / 3); early.Before(at) {
+				at = early
+			}
+		}
+		if !now.Before(at) {
+			l.inflight = make(chan struct{})
+			due = append(due, l)
+			continue
+		}
+		if l.nextRenew.Before(next) {
+			next = l.nextRenew
+		}
+	}
+	c.unlockEmit(evs...)
+
+	for _, l := range lost {
+		c.cleanup(l.req)
+	}
+	if len(due) > 0 {
+		c.renew(now, due)
+	}
+	return next
+}
+
+// renew renews due leases in the background: one round trip for all of them
+// with a batching store, one call per lease otherwise.
+func (c *Client) renew(sent time.Time, due []*Lease) {
+	timeout := renewTimeout(sent, due)
+	if c.batch != nil && len(due) > 1 {
+		reqs := make([]Request, len(due))
+		for i, l := range due {
+			reqs[i] = l.req
+		}
+		c.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			errs := c.batch.RenewMany(ctx, reqs)
+			if len(errs) != len(reqs) {
+				err := errors.New("lease: store's RenewMany returned the wrong number of results")
+				errs = make([]error, len(reqs))
+				for i := range errs {
+					errs[i] = err
+				}
+			}
+			c.renewed(sent, due, errs)
+		})
+		return
+	}
+	for _, l := range due {
+		c.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			err := c.store.Renew(ctx, l.req)
+			c.renewed(sent, []*Lease{l}, []error{err})
+		})
+	}
+}
+
+// renewTimeout bounds a renewal: no later than the earliest deadline among the
+// leases (they are lost then anyway) and no longer than a renew interval, so a
+// hung call leaves time to retry.
+func renewTimeout(now time.Time, ls []*Lease) time.Duration {
+	d := time.Duration(1<<63 - 1)
+	for _, l := range ls {
+		d = min(d, l.deadline.Sub(now), l.p.renew)
+	}
+	return max(d, time.Millisecond)
+}
+
+// renewed applies the results of a renewal sent at sent.
+func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
+	now := c.clock.Now()
+	var evs []Event
+	c.mu.Lock()
+	for i, l := range ls {
+		close(l.inflight)
+		l.inflight = nil
+		if l.state != stateHeld {
+			continue
+		}
+		err := errs[i]
+		switch {
+		case err == nil:
+			l.failures = 0
+			l.lastRenew = sent
+			l.deadline = sent.Add(l.p.ttl - l.p.drift)
+			l.nextRenew = sent.Add(l.p.renew)
+			ev := l.event(EventRenewed, now)
+			ev.Latency = now.Sub(sent)
+			evs = append(evs, ev)
+		case errors.Is(err, ErrNotHeld):
+			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
+		default:
+			l.failures++
+			l.lastFailure = err
+			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
+			ev := l.event(EventRenewFailed, now)
+			ev.Err = err
+			evs = append(evs, ev)
+			c.log.Warn("lease: renewal failed, retrying until the deadline", "key", l.req.Key, "err", err,
+				"failures", l.failures, "deadline_in", l.deadline.Sub(now))
+		}
+	}
+	c.unlockEmit(evs...)
+	c.kick()
+}
+
+// backoff returns the wait before retry number n (from 1) of an operation
+// whose natural period is period: quick at first, doubling, capped at half a
+// period, with jitter.
+func backoff(n int, period time.Duration) time.Duration {
+	base := max(period/16, time.Millisecond)
+	d := base << min(n-1, 10)
+	d = min(d, max(period/2, time.Millisecond))
+	return d/2 + jitter(d/2)
+}

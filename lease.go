@@ -1,0 +1,217 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+type leaseState int
+
+const (
+	stateHeld leaseState = iota
+	stateLost
+	stateReleased
+)
+
+// Lease is one held lease. The Client renews it in the background until it is
+// released or lost. Use Context (or Done) to stop work when it is lost, and
+// Fence in writes to the resource it protects.
+type Lease struct {
+	c      *Client
+	req    Request
+	p      params
+	fence  uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Guarded by c.mu.
+	state       leaseState
+	err         error
+	lastRenew   time.Time     // send time of the last successful acquire/renew
+	deadline    time.Time     // lastRenew + TTL - drift: lost at this instant
+	nextRenew   time.Time     // when the heartbeat renews next
+	failures    int           // consecutive failed renewals
+	lastFailure error         // the last renewal error
+	inflight    chan struct{} // non-nil while a renewal is in flight; closed after
+}
+
+func newLease(c *Client, req Request, p params, fence uint64, sent time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Lease{
+		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
+		lastRenew: sent,
+		deadline:  sent.Add(p.ttl - p.drift),
+		nextRenew: sent.Add(p.renew),
+	}
+}
+
+// Key returns the lease's key.
+func (l *Lease) Key() string { return l.req.Key }
+
+// Token returns the holder's unique token (128 bits from crypto/rand, hex).
+func (l *Lease) Token() string { return l.req.Token }
+
+// Holder returns the identity stored beside the token.
+func (l *Lease) Holder() string { return l.req.Holder }
+
+// TTL returns the lease's TTL.
+func (l *Lease) TTL() time.Duration { return l.p.ttl }
+
+// Fence returns the fencing token: strictly larger than the fence of every
+// earlier holder of the key. Pass it with every write to the protected
+// resource and have the resource reject a write whose fence is smaller than
+// the largest it has seen.
+func (l *Lease) Fence() uint64 { return l.fence }
+
+// Context returns a context that is cancelled when the lease is lost or
+// released; context.Cause tells which (an error matching ErrLost or
+// ErrReleased). It does not derive from the ctx given to Acquire.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is closed when the lease is lost or released.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, an error matching ErrLost (a
+// *LostError) after it was lost, and ErrReleased after it was released.
+func (l *Lease) Err() error {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.err
+}
+
+// Remaining returns a conservative estimate of the time the lease is still
+// held, by the local monotonic clock: the time until the local deadline (the
+// send time of the last successful renewal + TTL - drift margin). It is 0 once
+// the lease is lost or released.
+func (l *Lease) Remaining() time.Duration {
+	now := l.c.clock.Now()
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.state != stateHeld {
+		return 0
+	}
+	return max(l.deadline.Sub(now), 0)
+}
+
+// Release stops the heartbeat, waits for an in-flight renewal to finish and
+// deletes the lease from the store if it still holds this token. Releasing
+// twice returns an error matching ErrReleased; releasing a lost lease returns
+// its ErrLost error; if the store no longer had the token the error matches
+// ErrNotHeld. Another holder's lease is never touched.
+func (l *Lease) Release(ctx context.Context) error {
+	c := l.c
+	c.mu.Lock()
+	switch l.state {
+	case stateReleased:
+		c.mu.Unlock()
+		return fmt.Errorf("lease: release %q: %w", l.req.Key, ErrReleased)
+	case stateLost:
+		err := l.err
+		c.mu.Unlock()
+		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
+	}
+	l.state = stateReleased
+	l.err = ErrReleased
+	delete(c.leases, l)
+	inflight := l.inflight
+	deadline := l.deadline
+	c.mu.Unlock()
+	l.cancel(ErrReleased)
+	if inflight != nil {
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+		}
+	}
+	err := c.releaseStore(ctx, l.req, deadline)
+	c.mu.Lock()
+	c.unlockEmit(l.event(EventReleased, c.clock.Now()))
+	if err != nil {
+		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
+	}
+	c.log.Debug("lease: released", "key", l.req.Key, "fence", l.fence)
+	return nil
+}
+
+// releaseStore deletes req's token from the store, retrying transient errors
+// until ctx ends or the lease's deadline passes (the store then frees it).
+func (c *Client) releaseStore(ctx context.Context, req Request, deadline time.Time) error {
+	for attempt := 1; ; attempt++ {
+		err := c.store.Release(ctx, req)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrNotHeld):
+			return fmt.Errorf("it had expired or was taken over: %w", err)
+		case errors.Is(err, ErrInvalid), ctx.Err() != nil, !c.clock.Now().Before(deadline):
+			return err
+		}
+		wait := backoff(attempt, req.TTL)
+		c.log.Warn("lease: release failed, retrying", "key", req.Key, "err", err, "retry_in", wait)
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (after %v)", ctx.Err(), err)
+		case <-t.C():
+		}
+	}
+}
+
+// lose marks l lost for reason unless it is no longer held; for a loss the
+// store may not know about yet, it also frees the token in the store.
+func (c *Client) lose(l *Lease, reason LossReason, cause error) {
+	c.mu.Lock()
+	if l.state != stateHeld {
+		c.mu.Unlock()
+		return
+	}
+	ev := c.loseLocked(l, reason, cause)
+	c.unlockEmit(ev)
+	if reason != LossNotHeld {
+		c.cleanup(l.req)
+	}
+}
+
+// loseLocked marks l lost; the caller holds c.mu and must deliver the event.
+func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
+	err := &LostError{Key: l.req.Key, Reason: reason, Err: cause}
+	l.state = stateLost
+	l.err = err
+	delete(c.leases, l)
+	l.cancel(err)
+	ev := l.event(EventLost, c.clock.Now())
+	ev.Reason = reason
+	ev.Err = cause
+	c.log.Warn("lease: lost", "key", l.req.Key, "fence", l.fence, "reason", string(reason), "err", cause)
+	return ev
+}
+
+func (l *Lease) lastErr() error { return l.lastFailure }
+
+func (l *Lease) event(kind EventKind, at time.Time) Event {
+	return Event{Kind: kind, Key: l.req.Key, Holder: l.req.Holder, Fence: l.fence, Time: at}
+}
+
+// LostError reports why a lease was lost. It matches ErrLost.
+type LostError struct {
+	Key    string
+	Reason LossReason
+	// Err is the underlying cause (the last renewal error, ErrNotHeld, ...).
+	Err error
+}
+
+func (e *LostError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("lease: %q lost (%s)", e.Key, e.Reason)
+	}
+	return fmt.Sprintf("lease: %q lost (%s): %v", e.Key, e.Reason, e.Err)
+}
+
+// Is reports whether target is ErrLost.
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+
+// Unwrap returns the cause.
+func (e *LostError) Unwrap() error { return e.Err }

@@ -1,0 +1,143 @@
+package lease
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults.
+const (
+	// DefaultTTL is the lease TTL when WithTTL is not given.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest TTL the Client accepts; a store may require more.
+	MinTTL = 10 * time.Millisecond
+	// MaxKeyLen is the longest key, in bytes, the Client accepts; a store may
+	// allow less.
+	MaxKeyLen = 512
+)
+
+// params are the per-lease settings; both Client and Acquire options set them.
+type params struct {
+	ttl    time.Duration
+	renew  time.Duration // 0: ttl/3
+	drift  time.Duration // <0: default
+	holder string
+}
+
+type config struct {
+	params
+	observer Observer
+	logger   *slog.Logger
+	clock    Clock
+	errs     []error
+}
+
+// Option configures a Client.
+type Option interface{ applyClient(*config) }
+
+// AcquireOption configures one acquisition, overriding the Client's setting.
+type AcquireOption interface{ applyAcquire(*params) }
+
+// LeaseOption is an option that applies to a Client (as its default) and to a
+// single acquisition.
+type LeaseOption func(*params)
+
+func (o LeaseOption) applyClient(c *config)  { o(&c.params) }
+func (o LeaseOption) applyAcquire(p *params) { o(p) }
+
+type clientOption func(*config)
+
+func (o clientOption) applyClient(c *config) { o(c) }
+
+// WithTTL sets the lease TTL (default 10s): how long the store keeps a lease
+// whose holder stopped renewing. It bounds the fail-over time after a crash.
+func WithTTL(d time.Duration) LeaseOption { return func(p *params) { p.ttl = d } }
+
+// WithRenewInterval sets the heartbeat period (default TTL/3). It must be
+// shorter than the TTL minus the drift margin.
+func WithRenewInterval(d time.Duration) LeaseOption { return func(p *params) { p.renew = d } }
+
+// WithDriftMargin sets how much earlier than the store's expiry the Client
+// considers a lease lost, to absorb clock-rate differences and scheduling
+// delays (default TTL/50 + 1ms).
+func WithDriftMargin(d time.Duration) LeaseOption { return func(p *params) { p.drift = d } }
+
+// WithHolder sets the human-readable identity stored beside the token (default
+// "hostname:pid"). It is shown to other clients in HeldError and Inspect.
+func WithHolder(h string) LeaseOption { return func(p *params) { p.holder = h } }
+
+// WithObserver sets the Observer that receives lease events.
+func WithObserver(o Observer) Option {
+	return clientOption(func(c *config) {
+		if o == nil {
+			c.errs = append(c.errs, Invalid("observer", "nil observer"))
+		}
+		c.observer = o
+	})
+}
+
+// WithLogger sets the logger (default: discard). Tokens are never logged in full.
+func WithLogger(l *slog.Logger) Option {
+	return clientOption(func(c *config) {
+		if l == nil {
+			c.errs = append(c.errs, Invalid("logger", "nil logger"))
+		}
+		c.logger = l
+	})
+}
+
+// WithClock sets the Client's clock (default: the system clock).
+func WithClock(clk Clock) Option {
+	return clientOption(func(c *config) {
+		if clk == nil {
+			c.errs = append(c.errs, Invalid("clock", "nil clock"))
+		}
+		c.clock = clk
+	})
+}
+
+func defaultHolder() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "unknown"
+	}
+	return fmt.Sprintf("%s:%d", h, os.Getpid())
+}
+
+// resolve fills defaults in p and validates it against the store's limits.
+func (p params) resolve(lim Limits) (params, error) {
+	if p.ttl == 0 {
+		p.ttl = DefaultTTL
+	}
+	minTTL := MinTTL
+	if lim.MinTTL > minTTL {
+		minTTL = lim.MinTTL
+	}
+	if p.ttl < minTTL {
+		return p, Invalid("ttl", "%v is below the minimum %v", p.ttl, minTTL)
+	}
+	if lim.MaxTTL > 0 && p.ttl > lim.MaxTTL {
+		return p, Invalid("ttl", "%v is above the store's maximum %v", p.ttl, lim.MaxTTL)
+	}
+	if p.drift < 0 {
+		p.drift = p.ttl/50 + time.Millisecond
+	}
+	if p.drift >= p.ttl/2 {
+		return p, Invalid("drift margin", "%v must be below half the TTL %v", p.drift, p.ttl)
+	}
+	if p.renew == 0 {
+		p.renew = p.ttl / 3
+	}
+	if p.renew < 0 {
+		return p, Invalid("renew interval", "%v is negative", p.renew)
+	}
+	if p.renew >= p.ttl-p.drift {
+		return p, Invalid("renew interval", "%v must be shorter than the TTL %v minus the drift margin %v", p.renew, p.ttl, p.drift)
+	}
+	if len(p.holder) > MaxKeyLen {
+		return p, Invalid("holder", "longer than %d bytes", MaxKeyLen)
+	}
+	return p, nil
+}

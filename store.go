@@ -1,0 +1,121 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Request names one lease operation for a [Store]. The Client fills it in;
+// stores read only the fields their operation needs.
+type Request struct {
+	// Key is the lease name, already validated by the Client.
+	Key string
+	// Token is the holder's unique token (32 hex characters, 128 random bits).
+	Token string
+	// Holder is a human-readable identity stored beside the token (e.g. host:pid).
+	Holder string
+	// TTL is how long the store keeps the lease without a renewal.
+	TTL time.Duration
+}
+
+// Grant is what a store returns for a successful acquisition.
+type Grant struct {
+	// Fence is the fencing token: strictly larger than every fence the store
+	// has granted for the same key before, across all clients.
+	Fence uint64
+	// Lost, when non-nil, is closed by the store when the lease can no longer
+	// be held, independently of renewals: a session-bound store (an etcd lease,
+	// a ZooKeeper session, a PostgreSQL connection) closes it when the session
+	// dies. The Client then reports the lease lost at once.
+	Lost <-chan struct{}
+}
+
+// Info describes the current holder of a key, as [Store.Inspect] reports it.
+type Info struct {
+	// Key is the lease name.
+	Key string
+	// Held is false when nobody holds the key; the other fields are then zero
+	// except Fence, which a store may set to the last fence it granted.
+	Held bool
+	// Holder is the holder's human-readable identity, if the store keeps it.
+	Holder string
+	// Fence is the current holder's fencing token.
+	Fence uint64
+	// Remaining is the store's view of the time left before the lease
+	// expires; 0 when the store cannot tell.
+	Remaining time.Duration
+}
+
+// Store is the adapter between the Client and one backend. Each method is one
+// atomic operation (ideally one round trip); a store runs no goroutines,
+// sleeps or retries of its own: the Client owns all timing.
+//
+// Error contract:
+//   - Acquire on a key held by another token returns an error that matches
+//     [ErrHeld]; return a *[HeldError] so callers learn who holds it.
+//   - Renew and Release with a token that no longer holds the key (expired,
+//     taken over, never held) return an error that matches [ErrNotHeld].
+//   - Input the backend cannot accept returns an error matching [ErrInvalid].
+//   - Any other error is treated as transient (the Client may retry).
+//
+// Acquire with the token that already holds the key succeeds again with the
+// same fence and refreshes the TTL, so a retried acquire is idempotent.
+type Store interface {
+	// Acquire takes r.Key for r.Token for r.TTL if the key is free or expired.
+	Acquire(ctx context.Context, r Request) (Grant, error)
+	// Renew extends the lease to r.TTL from now if r.Token still holds r.Key.
+	Renew(ctx context.Context, r Request) error
+	// Release frees r.Key if r.Token still holds it.
+	Release(ctx context.Context, r Request) error
+	// Inspect reports who holds key. A free key is not an error.
+	Inspect(ctx context.Context, key string) (Info, error)
+	// Close releases the store's own resources (not the backend client it was
+	// given, unless its documentation says so).
+	Close() error
+}
+
+// BatchRenewer is implemented by stores that can renew many leases in one
+// round trip. RenewMany returns one error per request, in order, with the same
+// meaning as [Store.Renew]'s; if the whole call failed, every element holds
+// that error.
+type BatchRenewer interface {
+	RenewMany(ctx context.Context, rs []Request) []error
+}
+
+// Notifier is implemented by stores that can announce releases, so waiters
+// wake as soon as a key is freed instead of sleeping until the holder's TTL
+// runs out.
+type Notifier interface {
+	// Subscribe opens one subscription to release announcements for every key
+	// of the store's namespace. It returns only once the subscription is
+	// active: any release after it returns is delivered.
+	Subscribe(ctx context.Context) (Subscription, error)
+}
+
+// Subscription delivers release announcements. One Client shares one
+// Subscription among all its waiters.
+type Subscription interface {
+	// Next blocks until a key may have been released and returns it, or until
+	// ctx ends. A transient error may mean announcements were missed; the
+	// Client then wakes every waiter to look again.
+	Next(ctx context.Context) (key string, err error)
+	// Close ends the subscription and unblocks Next.
+	Close() error
+}
+
+// Limits describe what a backend can honour; see [Limiter].
+type Limits struct {
+	// MinTTL is the shortest TTL the store accepts (0: the Client's own minimum).
+	MinTTL time.Duration
+	// MaxTTL is the longest TTL the store accepts (0: no limit).
+	MaxTTL time.Duration
+	// MaxKeyLen is the longest key in bytes (0: the Client's own limit).
+	MaxKeyLen int
+}
+
+// Limiter is implemented by stores with limits tighter than the Client's
+// defaults. The Client rejects requests outside them with [ErrInvalid] before
+// any round trip.
+type Limiter interface {
+	Limits() Limits
+}

@@ -1,0 +1,218 @@
+package lease
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Waiting: Acquire registers a waiter with the Client's hub, which keeps one
+// Subscription (when the store is a Notifier) shared by all waiters of the
+// Client, and wakes the waiters of a key when the store announces its release.
+// Without announcements (or while the subscription is broken) waiters sleep
+// until the holder's TTL would run out.
+
+type waiter struct {
+	key string
+	ch  chan struct{} // gets a value when key may be free
+}
+
+func (w *waiter) notify() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+type hub struct {
+	c        *Client
+	notifier Notifier // nil: the store cannot announce releases
+
+	mu       sync.Mutex
+	waiters  map[string]map[*waiter]struct{}
+	sub      Subscription       // the active subscription, nil if none
+	cancel   context.CancelFunc // stops the active subscription's reader
+	gen      uint64             // counts subscriptions made
+	starting chan struct{}      // non-nil while Subscribe is in flight
+	failedAt time.Time          // the last failed Subscribe
+	closed   bool
+}
+
+// subscribeCooldown is how long waiters sleep on timers alone after a failed
+// Subscribe before anyone tries to subscribe again.
+const subscribeCooldown = time.Second
+
+func newHub(c *Client) *hub {
+	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{})}
+	h.notifier, _ = c.store.(Notifier)
+	return h
+}
+
+func (h *hub) register(key string) *waiter {
+	w := &waiter{key: key, ch: make(chan struct{}, 1)}
+	if h.notifier == nil {
+		return w
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.waiters[key]
+	if ws == nil {
+		ws = make(map[*waiter]struct{})
+		h.waiters[key] = ws
+	}
+	ws[w] = struct{}{}
+	return w
+}
+
+func (h *hub) unregister(w *waiter) {
+	if h.notifier == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ws := h.waiters[w.key]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(h.waiters, w.key)
+		}
+	}
+}
+
+// ensure makes the subscription active if the store can announce releases
+// and returns its generation; 0 means waiters must rely on timers. Any
+// release after ensure returns a non-zero generation reaches the waiters.
+func (h *hub) ensure(ctx context.Context) uint64 {
+	if h.notifier == nil {
+		return 0
+	}
+	for {
+		h.mu.Lock()
+		switch {
+		case h.closed:
+			h.mu.Unlock()
+			return 0
+		case h.sub != nil:
+			g := h.gen
+			h.mu.Unlock()
+			return g
+		case h.starting != nil:
+			st := h.starting
+			h.mu.Unlock()
+			select {
+			case <-st:
+				continue
+			case <-ctx.Done():
+				return 0
+			}
+		case !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown:
+			h.mu.Unlock()
+			return 0
+		}
+		st := make(chan struct{})
+		h.starting = st
+		h.mu.Unlock()
+
+		sub, err := h.notifier.Subscribe(ctx)
+
+		h.mu.Lock()
+		h.starting = nil
+		close(st)
+		if err != nil {
+			h.failedAt = h.c.clock.Now()
+			h.mu.Unlock()
+			h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
+			return 0
+		}
+		if h.closed {
+			h.mu.Unlock()
+			_ = sub.Close()
+			return 0
+		}
+		h.failedAt = time.Time{}
+		h.gen++
+		g := h.gen
+		rctx, cancel := context.WithCancel(context.Background())
+		h.sub, h.cancel = sub, cancel
+		h.mu.Unlock()
+		h.c.spawn(func() { h.read(rctx, sub, g) })
+		return g
+	}
+}
+
+// changed reports whether the subscription is not the one of generation gen.
+func (h *hub) changed(gen uint64) bool {
+	if h.notifier == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sub != nil && h.gen != gen
+}
+
+// read delivers the announcements of subscription gen until it ends. On an
+// error it drops the subscription and wakes every waiter, which look again
+// and subscribe anew: announcements may have been missed.
+func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
+	for {
+		key, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return // hub closed
+			}
+			h.mu.Lock()
+			mine := h.gen == gen && h.sub == sub
+			if mine {
+				h.sub = nil
+				h.cancel()
+			}
+			for _, ws := range h.waiters {
+				for w := range ws {
+					w.notify()
+				}
+			}
+			h.mu.Unlock()
+			if mine {
+				_ = sub.Close()
+			}
+			h.c.log.Warn("lease: release subscription broke; waiters look again", "err", err)
+			return
+		}
+		h.mu.Lock()
+		for w := range h.waiters[key] {
+			w.notify()
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	sub, cancel := h.sub, h.cancel
+	h.sub, h.cancel = nil, nil
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if sub != nil {
+		_ = sub.Close()
+	}
+}
+
+// waitFor is how long a waiter sleeps when the holder has remaining TTL left
+// (0: unknown): until it would run out, plus jitter so that waiters spread.
+func waitFor(remaining time.Duration, p params) time.Duration {
+	if remaining <= 0 {
+		remaining = p.renew
+	}
+	return remaining + time.Millisecond + jitter(min(remaining/10, 50*time.Millisecond))
+}
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
