@@ -5,6 +5,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -211,14 +212,18 @@ func TestTransientRenewFailuresAreRetried(t *testing.T) {
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "connection reset") {
 		t.Fatalf("renew failed event %+v", e)
 	}
-	// Retries come quickly (backoff from renew/16), not a whole interval later.
+	// Retries come quickly (backoff from renew/16), not a whole interval later:
+	// two more attempts within 2 s of fake time.
 	before := f.fault.Renewals()
-	for i := 0; i < 20 && f.fault.Renewals() < before+2; i++ {
-		f.clk.Advance(200 * time.Millisecond)
-		time.Sleep(5 * time.Millisecond)
+	for fake := time.Duration(0); fake < 2*time.Second && f.fault.Renewals() < before+2; fake += 100 * time.Millisecond {
+		f.clk.Advance(100 * time.Millisecond)
+		for wait := time.Now().Add(time.Second); f.clk.Timers() == 0 && time.Now().Before(wait); {
+			time.Sleep(100 * time.Microsecond) // the heartbeat re-arms its timer after each round
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	if f.fault.Renewals() < before+2 {
-		t.Fatalf("renewals not retried within 4s of fake time: %d -> %d", before, f.fault.Renewals())
+		t.Fatalf("renewals not retried within 2s of fake time: %d -> %d", before, f.fault.Renewals())
 	}
 	f.fault.FailRenewals(nil)
 	f.clk.Advance(time.Second)
@@ -248,54 +253,88 @@ func TestStoreLosingTokenLosesAtOnce(t *testing.T) {
 }
 
 func TestBatchedRenewalsConverge(t *testing.T) {
-	f := newFixture(t)
+	clk := leasetest.NewFakeClock()
+	mem := memlease.New(memlease.WithClock(clk))
+	defer mem.Close()
+	counted := &batchCounter{Store: mem, clk: clk}
+	c, err := lease.New(counted, lease.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	ctx := context.Background()
 	ttl := 9 * time.Second
+	interval := ttl / 3
+	start := clk.Now()
 	var ls []*lease.Lease
 	for i := 0; i < 30; i++ { // acquired over 3 s of fake time
-		l, err := f.c.TryAcquire(ctx, "k"+string(rune('a'+i)), lease.WithTTL(ttl))
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("k%d", i), lease.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ls = append(ls, l)
-		f.clk.Advance(100 * time.Millisecond)
+		clk.Advance(100 * time.Millisecond)
 	}
-	count := func() int64 { return f.fault.Renewals() }
-	calls := 0
-	last := count()
-	step := 50 * time.Millisecond
-	var perInterval []int
-	window := 0
-	for elapsed := time.Duration(0); elapsed < 10*ttl; elapsed += step {
-		f.clk.Advance(step)
-		// Let the heartbeat react to this instant before moving on.
-		deadline := time.Now().Add(time.Second)
-		for f.clk.Timers() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(time.Millisecond)
-		if n := count(); n != last {
-			calls++
-			last = n
-		}
-		if elapsed > 0 && elapsed%(ttl/3) == 0 {
-			perInterval = append(perInterval, calls-window)
-			window = calls
-		}
+	const intervals = 30
+	for clk.Now().Sub(start) < intervals*interval {
+		clk.Advance(50 * time.Millisecond)
+		time.Sleep(200 * time.Microsecond)
+		counted.settle(t)
 	}
 	for _, l := range ls {
 		if l.Err() != nil {
 			t.Fatalf("%s lost: %v", l.Key(), l.Err())
 		}
 	}
-	// After convergence: at most one renewal round per interval for all 30 leases.
-	tail := perInterval[len(perInterval)-10:]
-	for _, n := range tail {
-		if n > 1 {
-			t.Fatalf("renewal rounds per interval %v: not converged to one round trip", perInterval)
+	// Over the last 20 intervals, all 30 leases must be renewed in at most one
+	// call per interval (+1 for a call that lands on a window's edge).
+	calls := counted.since(start.Add(10 * interval))
+	if calls > 20+1 {
+		t.Fatalf("%d RenewMany calls in 20 renew intervals for 30 leases: not converged to one round trip per interval", calls)
+	}
+	if calls < 19 {
+		t.Fatalf("only %d RenewMany calls in 20 intervals: leases were not renewed every interval", calls)
+	}
+	t.Logf("%d RenewMany calls in the last 20 intervals, %d in all", calls, counted.since(start))
+}
+
+// batchCounter records the fake time of every RenewMany call and makes sure
+// the heartbeat has finished reacting before the test moves the clock on.
+type batchCounter struct {
+	*memlease.Store
+	clk      *leasetest.FakeClock
+	mu       sync.Mutex
+	at       []time.Time
+	inflight sync.WaitGroup
+}
+
+func (b *batchCounter) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	b.inflight.Add(1)
+	defer b.inflight.Done()
+	b.mu.Lock()
+	b.at = append(b.at, b.clk.Now())
+	b.mu.Unlock()
+	return b.Store.RenewMany(ctx, rs)
+}
+
+func (b *batchCounter) settle(t *testing.T) {
+	deadline := time.Now().Add(5 * time.Second)
+	for b.clk.Timers() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.inflight.Wait()
+}
+
+func (b *batchCounter) since(from time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, at := range b.at {
+		if !at.Before(from) {
+			n++
 		}
 	}
-	t.Logf("renewal rounds per interval: %v", perInterval)
+	return n
 }
 
 func TestAmbiguousAcquireLeavesNoOrphan(t *testing.T) {

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func (c *Client) tick() time.Time {
 		if !now.Before(l.deadline) {
 			var cause error = errDeadline
 			if l.failures > 0 {
-				cause = l.lastErr()
+				cause = fmt.Errorf("%w; last renewal error: %w", errDeadline, l.lastFailure)
 			}
 			evs = append(evs, c.loseLocked(l, LossDeadline, cause))
 			lost = append(lost, l)

@@ -189,8 +189,6 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	return ev
 }
 
-func (l *Lease) lastErr() error { return l.lastFailure }
-
 func (l *Lease) event(kind EventKind, at time.Time) Event {
 	return Event{Kind: kind, Key: l.req.Key, Holder: l.req.Holder, Fence: l.fence, Time: at}
 }
