@@ -217,8 +217,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 
 // Close releases every lease the Client holds (their Err becomes ErrReleased),
 // stops the heartbeat and the subscription, and waits for all goroutines of
-// the Client to exit. It does not close the Store. Close is idempotent; later
-// acquisitions return ErrClosed.
+// the Client to exit. It does not close the Store. It returns the release
+// errors other than "already gone" (a lease the store had already expired is
+// only logged). Close is idempotent; later acquisitions return ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -240,7 +241,13 @@ func (c *Client) Close() error {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), min(l.p.ttl, 10*time.Second))
 			defer cancel()
-			if err := l.Release(ctx); err != nil && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLost) {
+			err := l.Release(ctx)
+			switch {
+			case err == nil, errors.Is(err, ErrReleased), errors.Is(err, ErrLost):
+			case errors.Is(err, ErrNotHeld):
+				// Gone already (expired or taken over): nothing left to free.
+				c.log.Warn("lease: on close, the store no longer held the lease", "key", l.req.Key, "err", err)
+			default:
 				errs[i] = err
 			}
 		}()

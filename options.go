@@ -61,7 +61,8 @@ func WithRenewInterval(d time.Duration) LeaseOption { return func(p *params) { p
 
 // WithDriftMargin sets how much earlier than the store's expiry the Client
 // considers a lease lost, to absorb clock-rate differences and scheduling
-// delays (default TTL/50 + 1ms).
+// delays of the heartbeat goroutine (default TTL/10 + 1ms). A larger margin
+// only makes a stalled holder give up earlier; it never risks safety.
 func WithDriftMargin(d time.Duration) LeaseOption { return func(p *params) { p.drift = d } }
 
 // WithHolder sets the human-readable identity stored beside the token (default
@@ -122,7 +123,7 @@ func (p params) resolve(lim Limits) (params, error) {
 		return p, Invalid("ttl", "%v is above the store's maximum %v", p.ttl, lim.MaxTTL)
 	}
 	if p.drift < 0 {
-		p.drift = p.ttl/50 + time.Millisecond
+		p.drift = p.ttl/10 + time.Millisecond
 	}
 	if p.drift >= p.ttl/2 {
 		return p, Invalid("drift margin", "%v must be below half the TTL %v", p.drift, p.ttl)

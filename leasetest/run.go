@@ -1,0 +1,319 @@
+// The conformance suite's entry point (Run, Harness) and its per-subtest
+// environment: namespaces, stores, clients, deadlines and the leak check.
+
+package leasetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease"
+)
+
+// Harness tells Run how to reach the store under test.
+type Harness struct {
+	// NewStore returns a new store over namespace ns; stores returned for the
+	// same ns share keys, like separate processes; ns is fresh for every
+	// subtest. The suite closes the stores it gets. Goroutines a store starts
+	// must end when it is closed (the suite checks for leaks); shared
+	// resources must be set up before Run.
+	NewStore func(t testing.TB, ns string) lease.Store
+	// TTL is the short TTL used by timing tests (default 500ms); stores with
+	// coarse expiry set more.
+	TTL time.Duration
+}
+
+// DefaultTTL is the Harness TTL used when Harness.TTL is zero.
+const DefaultTTL = 500 * time.Millisecond
+
+// Run runs the conformance suite against the store h makes: store-level
+// contract tests (errors, fences, expiry, renewal) and lease.Client tests
+// over the store (heartbeat, loss, waiting, cancellation, Close). Subtests run
+// one after the other, each in a fresh namespace with its own stores and
+// clients, bounded in time, and fail if they leave goroutines behind.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewStore == nil {
+		t.Fatal("leasetest.Run: Harness.NewStore is nil")
+	}
+	if h.TTL == 0 {
+		h.TTL = DefaultTTL
+	}
+	if h.TTL < 4*lease.MinTTL {
+		t.Fatalf("leasetest.Run: Harness.TTL %v is too short; use at least %v", h.TTL, 4*lease.MinTTL)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(newEnv(t, h))
+		})
+	}
+}
+
+// cases lists the subtests in the order they run.
+var cases = []struct {
+	name string
+	fn   func(e *env)
+}{
+	{"AcquireHeld", testAcquireHeld},
+	{"Race", testRace},
+	{"StoreRenewExtends", testStoreRenewExtends},
+	{"StoreRenewAfterExpiry", testStoreRenewAfterExpiry},
+	{"StoreRenewAfterTakeover", testStoreRenewAfterTakeover},
+	{"ForeignRelease", testForeignRelease},
+	{"ExpiryFrees", testExpiryFrees},
+	{"FencesIncrease", testFencesIncrease},
+	{"IdempotentAcquire", testIdempotentAcquire},
+	{"HeartbeatKeeps", testHeartbeatKeeps},
+	{"LossNotHeld", testLossNotHeld},
+	{"LossBeforeTakeover", testLossBeforeTakeover},
+	{"WaitAcquire", testWaitAcquire},
+	{"WaitExpiry", testWaitExpiry},
+	{"CtxCancel", testCtxCancel},
+	{"Do", testDo},
+	{"CloseReleases", testCloseReleases},
+	{"InvalidInput", testInvalidInput},
+	{"BatchRenew", testBatchRenew},
+	{"Inspect", testInspect},
+}
+
+// env is one subtest's environment.
+type env struct {
+	t   *testing.T
+	h   Harness
+	ttl time.Duration
+	ns  string
+	ctx context.Context // bounded: every subtest ends in time
+}
+
+// leakWait bounds how long the leak check waits for goroutines to exit.
+const leakWait = 5 * time.Second
+
+// closeWait bounds how long closing a client may take.
+const closeWait = 10 * time.Second
+
+func newEnv(t *testing.T, h Harness) *env {
+	// Registered first, so it runs last: after clients and stores are closed.
+	snapshot := goleak.IgnoreCurrent()
+	t.Cleanup(func() { checkLeaks(t, snapshot) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+20*h.TTL)
+	t.Cleanup(cancel)
+	return &env{t: t, h: h, ttl: h.TTL, ns: namespace(t), ctx: ctx}
+}
+
+// checkLeaks fails t if goroutines started since snapshot are still running
+// after leakWait.
+func checkLeaks(t *testing.T, snapshot goleak.Option) {
+	deadline := time.Now().Add(leakWait)
+	for {
+		err := goleak.Find(snapshot)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines left running after the subtest: %v", err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// namespace returns a fresh namespace named after the test.
+func namespace(t *testing.T) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, t.Name())
+	return "lt_" + name + "_" + randHex(4)
+}
+
+// randHex returns 2n random hex characters.
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
+// token returns a new lease token, as a Client makes them.
+func token() string { return randHex(16) }
+
+// key returns a fresh key.
+func (e *env) key(name string) string { return name + "-" + randHex(4) }
+
+// store returns a new store over the subtest's namespace, closed at cleanup
+// after the clients made on it.
+func (e *env) store() lease.Store {
+	e.t.Helper()
+	s := e.h.NewStore(e.t, e.ns)
+	if s == nil {
+		e.t.Fatal("Harness.NewStore returned nil")
+	}
+	e.t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			e.t.Errorf("closing the store: %v", err)
+		}
+	})
+	return s
+}
+
+// faulty returns a FaultyStore over a new store of the subtest's namespace,
+// closed at cleanup after the clients made on it (closing it closes the store
+// and unblocks stuck renewals).
+func (e *env) faulty() *FaultyStore {
+	e.t.Helper()
+	s := e.h.NewStore(e.t, e.ns)
+	if s == nil {
+		e.t.Fatal("Harness.NewStore returned nil")
+	}
+	fs := Faulty(s)
+	e.t.Cleanup(func() {
+		if err := fs.Close(); err != nil {
+			e.t.Errorf("closing the store: %v", err)
+		}
+	})
+	return fs
+}
+
+// client returns a lease.Client over s with the subtest's TTL, closed at
+// cleanup before s. Options override the defaults.
+func (e *env) client(s lease.Store, opts ...lease.Option) *lease.Client {
+	e.t.Helper()
+	opts = append([]lease.Option{lease.WithTTL(e.ttl), lease.WithHolder("leasetest-" + randHex(4))}, opts...)
+	c, err := lease.New(s, opts...)
+	if err != nil {
+		e.t.Fatalf("lease.New: %v", err)
+	}
+	e.t.Cleanup(func() {
+		done := make(chan error, 1)
+		go func() { done <- c.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("closing the client: %v", err)
+			}
+		case <-time.After(closeWait):
+			e.t.Errorf("Client.Close did not return within %v", closeWait)
+		}
+	})
+	return c
+}
+
+// sleep waits for d or until the subtest's deadline.
+func (e *env) sleep(d time.Duration) {
+	e.t.Helper()
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-e.ctx.Done():
+		e.t.Fatalf("subtest deadline reached while sleeping: %v", e.ctx.Err())
+	}
+}
+
+// expiryWait is how long to wait for a lease with the subtest's TTL that is
+// not renewed to have expired in the store: TTL plus a generous margin.
+func (e *env) expiryWait() time.Duration { return e.ttl + e.ttl/2 + 50*time.Millisecond }
+
+// storeAcquire acquires key for a new token at the store level and fails the
+// test on error.
+func (e *env) storeAcquire(s lease.Store, key, holder string, ttl time.Duration) (lease.Request, lease.Grant) {
+	e.t.Helper()
+	r := lease.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
+	g, err := s.Acquire(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("store Acquire(%q): %v", key, err)
+	}
+	if g.Fence == 0 {
+		e.t.Fatalf("store Acquire(%q): fence 0, want > 0", key)
+	}
+	return r, g
+}
+
+// inspect returns the store's Info for key and fails the test on error.
+func (e *env) inspect(s lease.Store, key string) lease.Info {
+	e.t.Helper()
+	info, err := s.Inspect(e.ctx, key)
+	if err != nil {
+		e.t.Fatalf("Inspect(%q): %v", key, err)
+	}
+	if info.Key != "" && info.Key != key {
+		e.t.Errorf("Inspect(%q).Key = %q", key, info.Key)
+	}
+	return info
+}
+
+// tryAcquire acquires key through c and fails the test on error.
+func (e *env) tryAcquire(c *lease.Client, key string, opts ...lease.AcquireOption) *lease.Lease {
+	e.t.Helper()
+	l, err := c.TryAcquire(e.ctx, key, opts...)
+	if err != nil {
+		e.t.Fatalf("TryAcquire(%q): %v", key, err)
+	}
+	if l == nil {
+		e.t.Fatalf("TryAcquire(%q) returned a nil lease and no error", key)
+	}
+	return l
+}
+
+// wantHeld checks that err reports key as held, by the holder and fence
+// given when the store reports them (holder "" and fence 0: not checked).
+func (e *env) wantHeld(err error, key, holder string, fence uint64) {
+	e.t.Helper()
+	if !errors.Is(err, lease.ErrHeld) {
+		e.t.Fatalf("error = %v, want one matching lease.ErrHeld", err)
+	}
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		e.t.Fatalf("error %v matches ErrHeld but is not a *lease.HeldError", err)
+	}
+	if he.Key != key {
+		e.t.Errorf("HeldError.Key = %q, want %q", he.Key, key)
+	}
+	if holder != "" && he.Holder != "" && he.Holder != holder {
+		e.t.Errorf("HeldError.Holder = %q, want %q", he.Holder, holder)
+	}
+	if fence != 0 && he.Fence != 0 && he.Fence != fence {
+		e.t.Errorf("HeldError.Fence = %d, want %d", he.Fence, fence)
+	}
+}
+
+// wantNotHeld checks that err matches lease.ErrNotHeld.
+func (e *env) wantNotHeld(err error, what string) {
+	e.t.Helper()
+	if !errors.Is(err, lease.ErrNotHeld) {
+		e.t.Errorf("%s: error = %v, want one matching lease.ErrNotHeld", what, err)
+	}
+}
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitClosed waits up to d for ch to close and reports whether it did.
+func (e *env) waitClosed(ch <-chan struct{}, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-tm.C:
+		return false
+	case <-e.ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,167 @@
+// Waiting subtests of the conformance suite: Acquire waits for a release or
+// an expiry, and gives up when its ctx ends without leaving a lease behind.
+
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// acquired is the outcome of an Acquire run in the background.
+type acquired struct {
+	l   *lease.Lease
+	err error
+	at  time.Time
+}
+
+// acquireAsync runs c.Acquire(ctx, key) in a goroutine.
+func acquireAsync(ctx context.Context, c *lease.Client, key string) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key)
+		ch <- acquired{l, err, time.Now()}
+	}()
+	return ch
+}
+
+// await waits up to d for an acquisition.
+func (e *env) await(ch <-chan acquired, d time.Duration) acquired {
+	e.t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		e.t.Fatalf("Acquire did not return within %v", d)
+	case <-e.ctx.Done():
+		e.t.Fatalf("subtest deadline: %v", e.ctx.Err())
+	}
+	return acquired{}
+}
+
+// testWaitAcquire: Acquire waits while the key is held and acquires once the
+// holder releases it (promptly when the store announces releases).
+func testWaitAcquire(e *env) {
+	sa, sb := e.store(), e.store()
+	ca, cb := e.client(sa), e.client(sb)
+	key := e.key("wait")
+	la := e.tryAcquire(ca, key, lease.WithTTL(4*e.ttl))
+	ch := acquireAsync(e.ctx, cb, key)
+	e.sleep(e.ttl / 2)
+	select {
+	case r := <-ch:
+		e.t.Fatalf("Acquire returned while the key was held: %v, %v", r.l, r.err)
+	default:
+	}
+	released := time.Now()
+	if err := la.Release(e.ctx); err != nil {
+		e.t.Fatalf("Release: %v", err)
+	}
+	_, notifier := sb.(lease.Notifier)
+	bound := 4*e.ttl + e.ttl + time.Second // the holder's TTL, then a margin
+	if notifier {
+		bound = e.ttl
+	}
+	r := e.await(ch, bound+time.Second)
+	if r.err != nil {
+		e.t.Fatalf("Acquire: %v", r.err)
+	}
+	wait := r.at.Sub(released)
+	e.t.Logf("acquired %v after the release (store is a Notifier: %v)", wait.Round(time.Millisecond), notifier)
+	if wait > bound {
+		e.t.Errorf("acquired %v after the release, want within %v (store is a Notifier: %v)", wait, bound, notifier)
+	}
+	if r.l.Fence() <= la.Fence() {
+		e.t.Errorf("waiter's fence %d, want > %d", r.l.Fence(), la.Fence())
+	}
+	if err := r.l.Err(); err != nil {
+		e.t.Errorf("waiter's lease Err() = %v, want nil", err)
+	}
+}
+
+// testWaitExpiry: Acquire waits for a holder that stops renewing to expire.
+func testWaitExpiry(e *env) {
+	sa, sb := e.store(), e.store()
+	cb := e.client(sb)
+	key := e.key("waitexp")
+	start := time.Now()
+	_, ga := e.storeAcquire(sa, key, "a", e.ttl)
+	ch := acquireAsync(e.ctx, cb, key)
+	bound := 3 * e.ttl
+	r := e.await(ch, bound+time.Second)
+	if r.err != nil {
+		e.t.Fatalf("Acquire: %v", r.err)
+	}
+	wait := r.at.Sub(start)
+	e.t.Logf("acquired %v after the holder's acquire (TTL %v)", wait.Round(time.Millisecond), e.ttl)
+	if wait < e.ttl*9/10 {
+		e.t.Errorf("acquired %v after the holder's acquire, before its TTL %v ran out", wait, e.ttl)
+	}
+	if wait > bound {
+		e.t.Errorf("acquired %v after the holder's acquire, want within %v", wait, bound)
+	}
+	if r.l.Fence() <= ga.Fence {
+		e.t.Errorf("waiter's fence %d, want > %d", r.l.Fence(), ga.Fence)
+	}
+}
+
+// testCtxCancel: Acquire and TryAcquire give up when their ctx ends, and
+// leave no lease behind.
+func testCtxCancel(e *env) {
+	sa, sb := e.store(), e.store()
+	ca, cb := e.client(sa), e.client(sb)
+	key := e.key("cancel")
+	la := e.tryAcquire(ca, key)
+
+	timeout := e.ttl / 2
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	start := time.Now()
+	l, err := cb.Acquire(ctx, key)
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || l != nil {
+		e.t.Errorf("Acquire with a %v timeout on a held key: %v, %v; want context.DeadlineExceeded", timeout, l, err)
+	}
+	if took < timeout*9/10 || took > timeout+time.Second {
+		e.t.Errorf("Acquire with a %v timeout returned after %v", timeout, took)
+	}
+
+	cancelled, cancel := context.WithCancel(e.ctx)
+	cancel()
+	free := e.key("cancel-free")
+	for _, k := range []string{key, free} {
+		start = time.Now()
+		l, err = cb.Acquire(cancelled, k)
+		if !errors.Is(err, context.Canceled) || l != nil {
+			e.t.Errorf("Acquire(%q) with a cancelled ctx: %v, %v; want context.Canceled", k, l, err)
+		}
+		l, err = cb.TryAcquire(cancelled, k)
+		if !errors.Is(err, context.Canceled) || l != nil {
+			e.t.Errorf("TryAcquire(%q) with a cancelled ctx: %v, %v; want context.Canceled", k, l, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			e.t.Errorf("Acquire and TryAcquire with a cancelled ctx took %v", d)
+		}
+	}
+
+	// No orphan: the held key is still A's, the free key is still free.
+	if info := e.inspect(sb, key); !info.Held || info.Fence != la.Fence() {
+		e.t.Errorf("after the cancelled attempts: Inspect(held key) = %+v, want held with fence %d", info, la.Fence())
+	}
+	if info := e.inspect(sb, free); info.Held {
+		e.t.Errorf("after the cancelled attempts: Inspect(free key) = %+v, want not held", info)
+	}
+	if err := la.Err(); err != nil {
+		e.t.Errorf("holder's Err() = %v, want nil", err)
+	}
+	if err := la.Release(e.ctx); err != nil {
+		e.t.Fatalf("holder's Release: %v", err)
+	}
+	lb := e.tryAcquire(cb, key)
+	if lb.Fence() <= la.Fence() {
+		e.t.Errorf("fence after the holder's release %d, want > %d", lb.Fence(), la.Fence())
+	}
+}

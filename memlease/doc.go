@@ -1,0 +1,17 @@
+// Package memlease is an in-memory [lease.Store]: for tests, examples and
+// leases shared by the goroutines of one process.
+//
+// A [Store] keeps every key in a map guarded by a mutex, so each operation is
+// atomic, and judges expiry by its clock ([WithClock]; by default the system
+// clock). It implements [lease.Store] and the optional [lease.BatchRenewer],
+// [lease.Notifier] and [lease.Limiter]; [Plain] hides the optional ones, so
+// the Client's fallback paths can be exercised too.
+//
+// Like a remote backend shared by several processes, the keys of a Store can
+// be shared by several independent handles: [Store.Handle] returns a new
+// *Store over the same keys whose Close closes only that handle. Give each
+// lease.Client its own handle when the Client closes its store.
+//
+// Fences are kept per key for the life of the Store and never reused, so they
+// strictly increase across holders, releases and expiries.
+package memlease

@@ -1,0 +1,84 @@
+// Package redislease is a [lease.Store] backed by Redis, through a
+// go-redis [redis.UniversalClient]: a single node (*redis.Client), a Redis
+// Cluster (*redis.ClusterClient) or a Sentinel-managed primary
+// (redis.NewFailoverClient) all work.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	defer rdb.Close()
+//	store, err := redislease.New(rdb, redislease.WithPrefix("myapp:lease:"))
+//	if err != nil { ... }
+//	client, err := lease.New(store)
+//
+// The store never closes the Redis client it was given; [Store.Close] is a
+// no-op and the caller closes the client after the lease Client.
+//
+// # Authentication and TLS
+//
+// Credentials and TLS are configured on the go-redis client, not here:
+//
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:      "redis.example.com:6380",
+//		Username:  "leases", // a Redis 6+ ACL user
+//		Password:  os.Getenv("REDIS_PASSWORD"),
+//		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, ServerName: "redis.example.com"},
+//	})
+//
+// The same fields exist on redis.ClusterOptions, redis.FailoverOptions and
+// redis.UniversalOptions. This package never formats the client's options
+// into errors or logs, so the password is not printed.
+//
+// # Data layout
+//
+// For a namespace prefix P (default "lease:", see [WithPrefix]) and a lease
+// key K, the store uses:
+//
+//   - P + "{" + esc(K) + "}": a hash with fields token, holder and fence,
+//     expiring after the lease TTL (PEXPIRE).
+//   - P + "{" + esc(K) + "}:fence": the last fence granted for K, with no
+//     TTL. It survives releases and expiries, so it stays in Redis for every
+//     key ever leased (a few dozen bytes per distinct key).
+//   - P + "released": the Pub/Sub channel on which a release publishes K.
+//
+// esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
+// Cluster hash tag is always exactly the escaped key (never empty, since
+// empty keys are rejected): a lease hash and its fence counter always live
+// in the same cluster slot, which the Lua scripts require. The prefix must
+// not contain '{' or '}'.
+//
+// There is ONE release channel per namespace: every subscribed client of a
+// namespace receives every release in it and ignores the keys nobody waits
+// for. Use distinct prefixes to keep unrelated, busy namespaces apart.
+// Expiries are not announced; the lease Client waits for the holder's TTL.
+// A *redis.Ring also works, but its shards do not forward Pub/Sub messages
+// to each other, so a subscriber only hears releases of keys on the shard of
+// the channel; other waiters fall back to waiting for the holder's TTL.
+//
+// # Operations
+//
+// Acquire, Renew, Release and Inspect are each one Lua script, run with
+// EVALSHA (falling back to EVAL once when the server does not have the
+// script cached): one round trip and one atomic server-side operation.
+// RenewMany ([lease.BatchRenewer]) sends one EVALSHA per lease in a single
+// pipeline: one round trip on a single node, one per node on a Cluster.
+// TTLs are rounded up to whole milliseconds (PEXPIRE), never down.
+//
+// # Fencing tokens
+//
+// A new holder's fence is max(last+1, now), where last is the key's fence
+// counter and now is the Redis server's clock (TIME) in microseconds since
+// the Unix epoch. The counter alone makes fences strictly increasing while
+// Redis keeps its data; the clock keeps them increasing when the counter is
+// lost, as after a restart without persistence or a failover to a replica
+// that had not received it yet. The one thing that can break the guarantee
+// is such a loss combined with the server's wall clock being behind the
+// last fence (the clock stepped backwards across the restart, or a promoted
+// replica's clock lags the old primary's by more than the time that passed).
+// Fences stay below 2^53, where Lua numbers are exact.
+//
+// # Caveats
+//
+// Redis replication is asynchronous: after a failover the new primary may
+// not know a lease the old one granted, and grant it again. Leases are
+// therefore advisory across failovers; fences (checked by the protected
+// resource) are what keeps two holders from both writing.
+package redislease
