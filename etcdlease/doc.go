@@ -1,0 +1,93 @@
+// Package etcdlease is a [lease.Store] backed by etcd v3, through a
+// go.etcd.io/etcd/client/v3 [clientv3.Client]: a single node or a cluster.
+//
+//	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"etcd1:2379", "etcd2:2379", "etcd3:2379"}})
+//	if err != nil { ... }
+//	defer cli.Close()
+//	store, err := etcdlease.New(cli, etcdlease.WithPrefix("/myapp/leases/"))
+//	if err != nil { ... }
+//	defer store.Close()
+//	client, err := lease.New(store, lease.WithTTL(10*time.Second))
+//
+// Use one *Store per lease.Client: the store keeps the etcd leases of that
+// client (see below). The store never closes the etcd client it was given.
+//
+// # Data layout
+//
+// A lease key K is the etcd key Prefix+K (default prefix "/leasekit/", see
+// [WithPrefix]) whose value is the holder's token, a NUL byte and the
+// holder's identity. The key is attached to an etcd lease, so etcd deletes
+// it when the lease expires. The fence is the key's create revision: etcd's
+// revision counter is cluster-wide, strictly increasing and durable, and a
+// key that is deleted and created again gets a new, larger create revision.
+//
+// # etcd leases, TTLs and batched renewal
+//
+// The store grants etcd leases lazily, one per distinct TTL, and attaches
+// every key acquired with that TTL to it; a client that uses one TTL has one
+// etcd lease for all of its keys. etcd lease TTLs are whole seconds, so a
+// TTL is rounded UP to the next second (2.1s becomes 3s): etcd may keep a key
+// up to a second longer than asked, never shorter. The Client's own deadline
+// uses the requested TTL, which is never longer, so it stays safe.
+//
+// etcd silently raises a lease TTL below its minimum, 1.5 election timeouts
+// (with the default 1s election timeout, 1.5s, rounded up to 2s). The store
+// declares [MinTTL] (2s) as its minimum (lease.Limiter), and if a server
+// still grants more than the TTL asked for (a larger election timeout), the
+// acquisition fails with an error matching lease.ErrInvalid instead of
+// silently holding the key longer than the Client believes.
+//
+// # Round trips
+//
+//   - Acquire: a refresh of the etcd lease (LeaseKeepAlive, or LeaseGrant
+//     for the first key of a TTL) then one transaction: create the key if
+//     its create revision is 0, else re-put it if its value holds our token
+//     (an idempotent retry), else read the holder. 2 round trips. The
+//     refresh is what makes the key live a full TTL from the acquisition
+//     even though the etcd lease is shared with older keys; it is skipped
+//     when another call refreshed the lease after this one started.
+//   - Renew and RenewMany (lease.BatchRenewer): one LeaseKeepAlive per
+//     distinct etcd lease of the batch (normally one) and one read-only
+//     transaction that reads every key of the batch (up to 64 keys per
+//     transaction), to check that each is still ours and attached to that
+//     etcd lease: 2 round trips per renewal interval for any number of keys
+//     with one TTL. A key found attached to another etcd lease (it was
+//     re-acquired by the same token through another store) is re-attached
+//     to ours by one more transaction.
+//   - Release: one transaction that deletes the key only if its value still
+//     holds our token — never by key alone.
+//   - Inspect: one read. Inspect and HeldError report the holder and fence
+//     but not the remaining TTL (Remaining is 0): etcd reports lease TTLs
+//     in whole seconds only, and it would cost a round trip.
+//
+// # Loss of the etcd lease
+//
+// When a refresh finds the etcd lease gone (it expired because renewals
+// stopped for longer than the TTL, or it was revoked), the store drops it,
+// returns an error matching lease.ErrNotHeld for every key on it and closes
+// the Grant.Lost channel it returned for each of them, so the Client reports
+// every lease on it lost at once. The next Acquire grants a new etcd lease.
+//
+// # Waiting
+//
+// [Store.Subscribe] (lease.Notifier) opens one etcd watch on the prefix that
+// delivers DELETE events only: releases and expiries (etcd deletes the keys
+// of an expired lease) both wake the Client's waiters, which then try again.
+// Waiters are not queued: when a key is freed every waiter races for it. A
+// FIFO queue (by create revision, each waiter watching its predecessor, as
+// etcd's concurrency.Mutex does) is left to a later fairness layer. The
+// watch requires a leader, so a member cut off from the cluster ends the
+// subscription and the Client falls back to the holder's TTL until it
+// subscribes again.
+//
+// # Failure behaviour
+//
+// A leader change does not lose leases: etcd extends every lease on the new
+// leader, and renewals resume as soon as the client reaches it (the etcd
+// client retries on the other endpoints). A client cut off from the quorum
+// cannot renew; its Client reports the leases lost at the local deadline
+// (last successful renewal send time + TTL - drift margin), which is before
+// etcd can expire the etcd lease (etcd counts the TTL from when it received
+// that renewal, and a new leader extends it further), so before anyone else
+// can acquire the keys.
+package etcdlease

@@ -1,0 +1,148 @@
+// Renewal: Renew and RenewMany refresh the etcd leases involved (one
+// keep-alive each) and check, in one read-only transaction, that every key
+// still carries its token on that etcd lease.
+
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasekit/lease"
+)
+
+// readBatch is the most keys read by one transaction; etcd's default limit
+// is 128 operations per transaction.
+const readBatch = 64
+
+// Renew extends r.Key to r.TTL from now if r.Token still holds it; see
+// RenewMany.
+func (s *Store) Renew(ctx context.Context, r lease.Request) error {
+	return s.RenewMany(ctx, []lease.Request{r})[0]
+}
+
+// RenewMany renews every lease of rs: one keep-alive per distinct etcd lease
+// (one per TTL) and one read-only transaction per 64 keys. A key that no
+// longer carries its token, or whose etcd lease etcd no longer has, gets an
+// error matching lease.ErrNotHeld (and the Grant.Lost channel of that etcd
+// lease is closed). A key still carrying its token but attached to another
+// etcd lease is re-attached to the store's lease for its TTL (one more
+// transaction).
+func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	errs := make([]error, len(rs))
+	if err := s.open(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	start := time.Now()
+
+	// One keep-alive per distinct etcd lease.
+	type group struct {
+		l   *etcdLease // nil: the store has no lease for this TTL
+		err error      // the keep-alive's error
+	}
+	groups := make(map[int64]*group)
+	dead := make(map[clientv3.LeaseID]bool)
+	var pending []int
+	for i, r := range rs {
+		if err := check(r, true); err != nil {
+			errs[i] = err
+			continue
+		}
+		secs := ttlSeconds(r.TTL)
+		g := groups[secs]
+		if g == nil {
+			g = &group{l: s.current(secs)}
+			if g.l != nil {
+				g.err = s.keepAlive(ctx, g.l)
+				if g.err != nil && isNotHeld(g.err) {
+					dead[g.l.id] = true
+				}
+			}
+			groups[secs] = g
+		}
+		if g.err != nil && !isNotHeld(g.err) {
+			errs[i] = fmt.Errorf("etcdlease: renew %q: %w", r.Key, g.err)
+			continue
+		}
+		pending = append(pending, i)
+	}
+
+	// Check the keys, readBatch per transaction.
+	for len(pending) > 0 {
+		n := min(len(pending), readBatch)
+		batch := pending[:n]
+		pending = pending[n:]
+		ops := make([]clientv3.Op, n)
+		for j, i := range batch {
+			ops[j] = clientv3.OpGet(s.prefix + rs[i].Key)
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		for j, i := range batch {
+			r := rs[i]
+			if err != nil {
+				errs[i] = fmt.Errorf("etcdlease: renew %q: %w", r.Key, err)
+				continue
+			}
+			kvs := resp.Responses[j].GetResponseRange().GetKvs()
+			var kv *mvccpb.KeyValue
+			if len(kvs) > 0 {
+				kv = kvs[0]
+			}
+			errs[i] = s.judge(ctx, r, kv, groups[ttlSeconds(r.TTL)].l, dead, start)
+		}
+	}
+	return errs
+}
+
+// judge decides the renewal of r from its key's current kv (nil: missing),
+// after the keep-alive of l (nil: the store had no lease for r's TTL) and
+// with dead the etcd leases found gone.
+func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, l *etcdLease, dead map[clientv3.LeaseID]bool, start time.Time) error {
+	if kv == nil {
+		return fmt.Errorf("etcdlease: renew %q: the key is gone: %w", r.Key, lease.ErrNotHeld)
+	}
+	if token, _ := decode(kv.Value); token != r.Token {
+		return fmt.Errorf("etcdlease: renew %q: held by another token: %w", r.Key, lease.ErrNotHeld)
+	}
+	id := clientv3.LeaseID(kv.Lease)
+	switch {
+	case dead[id]:
+		return fmt.Errorf("etcdlease: renew %q: its etcd lease %x is gone: %w", r.Key, kv.Lease, lease.ErrNotHeld)
+	case l != nil && !dead[l.id] && id == l.id:
+		return nil
+	}
+	if err := s.reattach(ctx, r, kv, start); err != nil {
+		return fmt.Errorf("etcdlease: renew %q: %w", r.Key, err)
+	}
+	return nil
+}
+
+// reattach moves r's key, found on another etcd lease than the store's for
+// its TTL, to the store's lease, if it still has the same value and create
+// revision.
+func (s *Store) reattach(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, start time.Time) error {
+	l, err := s.leaseFor(ctx, r.TTL, start)
+	if err != nil {
+		return err
+	}
+	k := s.prefix + r.Key
+	cmps := append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(k, string(kv.Value), clientv3.WithLease(l.id))).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("the key changed: %w", lease.ErrNotHeld)
+	}
+	return nil
+}
+
+func isNotHeld(err error) bool { return errors.Is(err, lease.ErrNotHeld) }

@@ -1,0 +1,259 @@
+// The Store: construction, limits, Acquire, Release, Inspect, Close and the
+// encoding of key values.
+
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasekit/lease"
+)
+
+// MinTTL is the shortest TTL the store accepts: etcd's minimum lease TTL with
+// its default election timeout (1.5 × 1s, in whole seconds).
+const MinTTL = 2 * time.Second
+
+// MaxTTL is the longest TTL the store accepts: etcd's maximum lease TTL
+// (9,000,000,000 seconds).
+const MaxTTL = 9_000_000_000 * time.Second
+
+// ErrClosed is returned by the operations of a closed Store.
+var ErrClosed = errors.New("etcdlease: store closed")
+
+// Store is a [lease.Store] on etcd. It also implements [lease.BatchRenewer],
+// [lease.Notifier] and [lease.Limiter]. It is safe for concurrent use; give
+// each lease.Client its own Store, since the store keeps that client's etcd
+// leases.
+type Store struct {
+	cli    *clientv3.Client
+	prefix string
+
+	mu     sync.Mutex
+	leases map[int64]*etcdLease    // the live etcd lease of each TTL (seconds)
+	busy   map[int64]chan struct{} // TTLs whose lease is being granted or refreshed
+	subs   map[*subscription]bool  // open subscriptions, closed by Close
+	closed bool
+}
+
+// Compile-time checks of the interfaces the Store implements.
+var (
+	_ lease.Store        = (*Store)(nil)
+	_ lease.BatchRenewer = (*Store)(nil)
+	_ lease.Notifier     = (*Store)(nil)
+	_ lease.Limiter      = (*Store)(nil)
+)
+
+// New returns a Store over cli. The store does not close cli.
+func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
+	if cli == nil {
+		return nil, lease.Invalid("etcd client", "nil")
+	}
+	cfg := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o == nil {
+			return nil, lease.Invalid("option", "nil option")
+		}
+		o(&cfg)
+	}
+	if cfg.prefix == "" {
+		return nil, lease.Invalid("prefix", "empty: the store would watch the whole keyspace")
+	}
+	return &Store{
+		cli:    cli,
+		prefix: cfg.prefix,
+		leases: make(map[int64]*etcdLease),
+		busy:   make(map[int64]chan struct{}),
+		subs:   make(map[*subscription]bool),
+	}, nil
+}
+
+// Prefix returns the store's key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Limits reports the store's TTL range: [MinTTL, MaxTTL].
+func (s *Store) Limits() lease.Limits {
+	return lease.Limits{MinTTL: MinTTL, MaxTTL: MaxTTL}
+}
+
+// ttlSeconds rounds ttl up to whole seconds, as etcd lease TTLs are.
+func ttlSeconds(ttl time.Duration) int64 {
+	return int64((ttl + time.Second - 1) / time.Second)
+}
+
+// check validates the fields of r the store relies on.
+func check(r lease.Request, needTTL bool) error {
+	switch {
+	case r.Key == "":
+		return lease.Invalid("key", "empty")
+	case r.Token == "":
+		return lease.Invalid("token", "empty")
+	case strings.IndexByte(r.Token, 0) >= 0:
+		return lease.Invalid("token", "contains a NUL byte")
+	case needTTL && r.TTL < MinTTL:
+		return lease.Invalid("ttl", "%v is below etcd's minimum lease TTL %v", r.TTL, MinTTL)
+	case needTTL && r.TTL > MaxTTL:
+		return lease.Invalid("ttl", "%v is above etcd's maximum lease TTL %v", r.TTL, MaxTTL)
+	}
+	return nil
+}
+
+// encode returns the value stored for a holder: token, NUL, holder.
+func encode(token, holder string) string { return token + "\x00" + holder }
+
+// decode splits a stored value into token and holder.
+func decode(v []byte) (token, holder string) {
+	t, h, _ := strings.Cut(string(v), "\x00")
+	return t, h
+}
+
+// ours returns the comparisons that hold when key's value carries token:
+// every such value lies strictly between token and token+"\x01", and no
+// value with another token does (tokens contain no NUL). A comparison of the
+// value of a missing key is false in etcd.
+func ours(key, token string) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(key), ">", token),
+		clientv3.Compare(clientv3.Value(key), "<", token+"\x01"),
+	}
+}
+
+// Acquire takes r.Key for r.Token: it refreshes (or grants) the store's etcd
+// lease for r.TTL, then in one transaction creates the key on it if the key
+// does not exist, re-puts it if it already carries r.Token (same fence, now
+// on the refreshed etcd lease), and otherwise returns a *lease.HeldError.
+func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	if err := check(r, true); err != nil {
+		return lease.Grant{}, err
+	}
+	l, err := s.leaseFor(ctx, r.TTL, time.Now())
+	if err != nil {
+		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+	}
+	k := s.prefix + r.Key
+	v := encode(r.Token, r.Holder)
+	put := clientv3.OpPut(k, v, clientv3.WithLease(l.id))
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(put).
+		Else(clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{put, clientv3.OpGet(k)}, []clientv3.Op{clientv3.OpGet(k)})).
+		Commit()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.drop(l)
+		}
+		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+	}
+	if resp.Succeeded {
+		return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost}, nil
+	}
+	inner := resp.Responses[0].GetResponseTxn()
+	if inner == nil {
+		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: malformed transaction response", r.Key)
+	}
+	kvs := inner.Responses[len(inner.Responses)-1].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		// Impossible within one transaction: the key existed.
+		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
+	}
+	if inner.Succeeded {
+		return lease.Grant{Fence: uint64(kvs[0].CreateRevision), Lost: l.lost}, nil
+	}
+	_, holder := decode(kvs[0].Value)
+	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(kvs[0].CreateRevision)}
+}
+
+// Release deletes r.Key if its value still carries r.Token, in one
+// transaction; otherwise it returns an error matching lease.ErrNotHeld.
+func (s *Store) Release(ctx context.Context, r lease.Request) error {
+	if err := check(r, false); err != nil {
+		return err
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	k := s.prefix + r.Key
+	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).Then(clientv3.OpDelete(k)).Commit()
+	if err != nil {
+		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// Inspect reports who holds key, with one read. Remaining is always 0.
+func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
+	if key == "" {
+		return lease.Info{}, lease.Invalid("key", "empty")
+	}
+	if err := s.open(); err != nil {
+		return lease.Info{}, err
+	}
+	resp, err := s.cli.Get(ctx, s.prefix+key)
+	if err != nil {
+		return lease.Info{}, fmt.Errorf("etcdlease: inspect %q: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return lease.Info{Key: key}, nil
+	}
+	_, holder := decode(resp.Kvs[0].Value)
+	return lease.Info{Key: key, Held: true, Holder: holder, Fence: uint64(resp.Kvs[0].CreateRevision)}, nil
+}
+
+// revokeTimeout bounds how long Close spends revoking the store's etcd leases.
+const revokeTimeout = 2 * time.Second
+
+// Close closes the store's subscriptions and revokes its etcd leases (which
+// deletes any key still on them), waiting at most 2s for etcd; the Grant.Lost
+// channels of those leases are closed. Later operations return ErrClosed.
+// Close does not close the etcd client. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var ls []*etcdLease
+	for _, l := range s.leases {
+		ls = append(ls, l)
+	}
+	var subs []*subscription
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+
+	var errs []error
+	for _, sub := range subs {
+		errs = append(errs, sub.Close())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	for _, l := range ls {
+		// Best effort: an etcd lease that cannot be revoked now expires
+		// after its TTL, since nobody refreshes it any more.
+		_, _ = s.cli.Revoke(ctx, l.id)
+		s.drop(l)
+	}
+	return errors.Join(errs...)
+}
+
+// open returns ErrClosed once the store is closed.
+func (s *Store) open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
