@@ -1,0 +1,94 @@
+// Release announcements over LISTEN/NOTIFY (lease.Notifier): one dedicated
+// connection per subscription, listening on the store's channel.
+
+package pglease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekit/lease"
+)
+
+// errSubClosed is returned by Next after Close.
+var errSubClosed = errors.New("pglease: subscription closed")
+
+// Subscribe takes one connection out of the pool for good, LISTENs on the
+// store's channel (one per table and namespace; the payload is the released
+// key) and returns once the server has confirmed it, so every release
+// committed after it returns is delivered. A lease.Client makes one
+// subscription for all its waiters. Closing the subscription closes the
+// connection.
+func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pglease: subscribe: %w", err)
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+s.channel); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("pglease: subscribe %s: %w", s.chanRaw, err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+}
+
+// subscription is a lease.Subscription over one LISTENing connection.
+type subscription struct {
+	mu     sync.Mutex // held by Next while it reads, and by Close
+	conn   *pgx.Conn
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	closed bool
+}
+
+// Next returns the key of the next release announced on the channel. A
+// connection error (a server restart, a network failure) is returned as is;
+// the subscription is then broken and the Client makes a new one.
+func (s *subscription) Next(ctx context.Context) (string, error) {
+	ctx, stop := mergeCancel(ctx, s.ctx)
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errSubClosed
+	}
+	n, err := s.conn.WaitForNotification(ctx)
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return "", errSubClosed
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return "", cerr
+		}
+		return "", fmt.Errorf("pglease: subscription: %w", err)
+	}
+	return n.Payload, nil
+}
+
+// Close ends the subscription, unblocks Next and closes the connection.
+func (s *subscription) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	closeConn(s.conn)
+	return nil
+}
+
+// mergeCancel returns a context that ends when a or b ends.
+func mergeCancel(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}

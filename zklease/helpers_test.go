@@ -1,0 +1,57 @@
+// Test helpers: servers from the environment, stores on their own sessions.
+
+package zklease_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease/leasetest"
+	"github.com/leasekit/lease/zklease"
+)
+
+// Session timeout and lease TTL of the tests. The suite uses leases of up
+// to 4 TTLs, which must fit in the session timeout (the Store's MaxTTL).
+const (
+	testSession = 6 * time.Second
+	testTTL     = time.Second
+)
+
+// servers returns the ZooKeeper servers of LEASE_TEST_ZK_SERVERS.
+func servers(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(leasetest.Env(t, "LEASE_TEST_ZK_SERVERS"), ",")
+}
+
+// testCtx returns a context that ends after d or at cleanup.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dial returns a Store with its own session on srvs, closed at cleanup.
+func dial(t testing.TB, srvs []string, opts ...zklease.Option) *zklease.Store {
+	t.Helper()
+	s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, testSession, opts...)
+	if err != nil {
+		t.Fatalf("zklease.Dial(%v): %v", srvs, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// root returns a fresh root for one test.
+func root(name string) string { return "/leasekit-test/" + name + "-" + randHex(4) }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func token() string { return randHex(16) }

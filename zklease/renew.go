@@ -1,0 +1,208 @@
+// Renew, RenewMany and Release: writes to the holder node named after the
+// token, version-checked, with the server's time of the write telling
+// whether the lease had already expired.
+
+package zklease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leasekit/lease"
+)
+
+var errExpired = fmt.Errorf("the lease's TTL ran out before the renewal: %w", lease.ErrNotHeld)
+
+// Renew implements lease.Store: one version-checked write of the holder
+// node's data, which moves its mtime (the TTL's origin) to now. A node that
+// is gone (released, taken over after its TTL, or deleted with its session)
+// or whose TTL had run out before this write gives lease.ErrNotHeld. One
+// round trip for a lease granted by this Store; three otherwise (find the
+// node by its token, read it, write it).
+func (s *Store) Renew(ctx context.Context, r lease.Request) error {
+	if err := s.check(ctx, r, true); err != nil {
+		return err
+	}
+	g, ok := s.remembered(r)
+	if !ok {
+		var err error
+		if g, err = s.lookup(r, true); err != nil {
+			return err
+		}
+	}
+	if _, err := s.refresh(r, g); err != nil {
+		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
+	}
+	return nil
+}
+
+// lookup finds r's holder node by its token (and reads it when stat is set).
+func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
+	parent := s.parent(r.Key)
+	children, _, err := s.conn.Children(parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		return grant{}, fmt.Errorf("zklease: %q has no holder: %w", r.Key, lease.ErrNotHeld)
+	}
+	if err != nil {
+		return grant{}, fmt.Errorf("zklease: list %s: %w", parent, err)
+	}
+	for _, n := range sortNodes(children) {
+		if n.token != r.Token {
+			continue
+		}
+		g := grant{key: r.Key, path: parent + "/" + n.name}
+		if !stat {
+			return g, nil
+		}
+		data, st, err := s.conn.Get(g.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			break
+		}
+		if err != nil {
+			return grant{}, fmt.Errorf("zklease: read %s: %w", g.path, err)
+		}
+		g.version, g.mtime, g.ttlMs = st.Version, st.Mtime, decodeData(data).TTLms
+		return g, nil
+	}
+	return grant{}, fmt.Errorf("zklease: %q is not held by this token: %w", r.Key, lease.ErrNotHeld)
+}
+
+// refresh writes r's data to g's node if its version is still g.version
+// (re-reading it once if another store of the same token wrote it) and
+// checks the TTL had not run out before the write.
+func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
+	st, err := s.conn.Set(g.path, encodeData(r), g.version)
+	if errors.Is(err, zk.ErrBadVersion) {
+		data, cur, gerr := s.conn.Get(g.path)
+		switch {
+		case errors.Is(gerr, zk.ErrNoNode):
+			err = gerr
+		case gerr != nil:
+			return nil, fmt.Errorf("read %s: %w", g.path, gerr)
+		default:
+			g.version, g.mtime, g.ttlMs = cur.Version, cur.Mtime, decodeData(data).TTLms
+			st, err = s.conn.Set(g.path, encodeData(r), g.version)
+		}
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		s.forget(r.Token)
+		return nil, fmt.Errorf("holder node gone: %w", lease.ErrNotHeld)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", g.path, err)
+	}
+	return st, s.written(r, g, st)
+}
+
+// written checks a successful write st of g's node: if the TTL had run out
+// before it (an acquirer could have taken the key), the lease is not held
+// and the node is deleted; otherwise the store remembers the new version.
+func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
+	if st.Mtime >= g.mtime+g.ttlMs {
+		s.forget(r.Token)
+		_ = s.conn.Delete(g.path, st.Version) // else the next acquirer removes it
+		return errExpired
+	}
+	s.remember(r, g.path, st)
+	return nil
+}
+
+// RenewMany implements lease.BatchRenewer: one multi of version-checked
+// writes for every lease this Store granted, in one round trip. A multi is
+// all-or-nothing: when one write fails (a lease is gone), that lease is
+// renewed alone (to learn its error) and the multi is sent again without it.
+// Leases this Store did not grant are renewed one by one.
+func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	errs := make([]error, len(rs))
+	type item struct {
+		i int
+		g grant
+	}
+	var batch []item
+	for i, r := range rs {
+		if err := s.check(ctx, r, true); err != nil {
+			errs[i] = err
+			continue
+		}
+		if g, ok := s.remembered(r); ok {
+			batch = append(batch, item{i, g})
+			continue
+		}
+		errs[i] = s.Renew(ctx, r)
+	}
+	for len(batch) > 0 {
+		if err := ctx.Err(); err != nil {
+			for _, it := range batch {
+				errs[it.i] = err
+			}
+			break
+		}
+		ops := make([]any, len(batch))
+		for k, it := range batch {
+			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: encodeData(rs[it.i]), Version: it.g.version}
+		}
+		res, err := s.conn.Multi(ops...)
+		if err == nil && len(res) == len(batch) {
+			for k, it := range batch {
+				if res[k].Stat == nil {
+					errs[it.i] = errors.New("zklease: renew: multi response without a stat")
+					continue
+				}
+				if werr := s.written(rs[it.i], it.g, res[k].Stat); werr != nil {
+					errs[it.i] = fmt.Errorf("zklease: renew %q: %w", rs[it.i].Key, werr)
+				}
+			}
+			break
+		}
+		failed := -1
+		for k := range res {
+			if errors.Is(res[k].Error, zk.ErrNoNode) || errors.Is(res[k].Error, zk.ErrBadVersion) {
+				failed = k
+				break
+			}
+		}
+		if failed < 0 {
+			if err == nil {
+				err = errors.New("unexpected multi response")
+			}
+			for _, it := range batch {
+				errs[it.i] = fmt.Errorf("zklease: renew: %w", err)
+			}
+			break
+		}
+		it := batch[failed]
+		errs[it.i] = s.Renew(ctx, rs[it.i])
+		batch = append(batch[:failed], batch[failed+1:]...)
+	}
+	return errs
+}
+
+// Release implements lease.Store: it deletes the holder node named after
+// r's token. The name holds the token, so the path alone identifies our
+// node; the delete is not version-checked (each renewal moves the version).
+// One round trip for a lease granted by this Store, two otherwise.
+func (s *Store) Release(ctx context.Context, r lease.Request) error {
+	if err := s.check(ctx, r, false); err != nil {
+		return err
+	}
+	g, ok := s.remembered(r)
+	if !ok {
+		var err error
+		if g, err = s.lookup(r, false); err != nil {
+			return err
+		}
+	}
+	err := s.conn.Delete(g.path, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		s.forget(r.Token)
+		return fmt.Errorf("zklease: release %q: holder node gone: %w", r.Key, lease.ErrNotHeld)
+	}
+	if err != nil {
+		return fmt.Errorf("zklease: release %q: %w", r.Key, err)
+	}
+	s.forget(r.Token)
+	return nil
+}

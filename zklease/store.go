@@ -1,0 +1,361 @@
+// The Store: construction (New, Dial), session tracking, limits and Close.
+
+package zklease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leasekit/lease"
+)
+
+// Compile-time checks of the interfaces a Store implements.
+var (
+	_ lease.Store        = (*Store)(nil)
+	_ lease.BatchRenewer = (*Store)(nil)
+	_ lease.Notifier     = (*Store)(nil)
+	_ lease.Limiter      = (*Store)(nil)
+)
+
+// Store is a lease.Store on ZooKeeper. It is safe for concurrent use. See
+// the package documentation for the model.
+type Store struct {
+	conn    *zk.Conn
+	own     bool // Dial made conn: Close closes it
+	root    string
+	acl     []zk.ACL
+	maxTTL  time.Duration
+	tracked bool // session expiry is reported (Dial)
+
+	mu     sync.Mutex
+	grants map[string]*grant          // by token: holder nodes this store granted or renewed
+	lost   chan struct{}              // closed when the current session ends; nil if not tracked
+	subs   map[*subscription]struct{} // open subscriptions
+	closed bool
+}
+
+// grant is what a Store remembers of a holder node it granted, to renew
+// and release it in one round trip.
+type grant struct {
+	key     string
+	path    string
+	version int32 // data version after our last write
+	mtime   int64 // server time of our last write (ms)
+	ttlMs   int64 // TTL of our last write
+}
+
+// New returns a Store over conn, which the caller made with zk.Connect and
+// keeps owning (Close does not close it). WithSessionTimeout is required:
+// the session timeout the server negotiated, or less.
+//
+// A Store made by New cannot see session events, so its grants carry no Lost
+// channel: after a session expiry the lease is reported lost by the next
+// renewal (the holder node is gone: lease.ErrNotHeld), at the latest at the
+// Client's local deadline. Dial makes a Store that reports expiry at once.
+func New(conn *zk.Conn, opts ...Option) (*Store, error) {
+	if conn == nil {
+		return nil, lease.Invalid("store", "nil *zk.Conn")
+	}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.sessionTimeout <= 0 {
+		return nil, lease.Invalid("session timeout", "New needs WithSessionTimeout (the negotiated session timeout of conn)")
+	}
+	return newStore(conn, false, cfg, cfg.sessionTimeout), nil
+}
+
+func configure(opts []Option) (config, error) {
+	cfg := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll)}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, lease.Invalid("option", "nil option")
+		}
+		o(&cfg)
+	}
+	if err := validRoot(cfg.root); err != nil {
+		return cfg, err
+	}
+	if len(cfg.acl) == 0 {
+		return cfg, lease.Invalid("acl", "empty ACL")
+	}
+	return cfg, nil
+}
+
+func validRoot(root string) error {
+	if !strings.HasPrefix(root, "/") || root == "/" || strings.HasSuffix(root, "/") {
+		return lease.Invalid("root", "%q is not an absolute znode path below /", root)
+	}
+	for _, seg := range strings.Split(root[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return lease.Invalid("root", "%q has an empty, \".\" or \"..\" segment", root)
+		}
+	}
+	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
+		return lease.Invalid("root", "%q is reserved by ZooKeeper", root)
+	}
+	return nil
+}
+
+func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store {
+	return &Store{
+		conn: conn, own: own, root: cfg.root, acl: cfg.acl, maxTTL: maxTTL,
+		grants: make(map[string]*grant),
+		subs:   make(map[*subscription]struct{}),
+	}
+}
+
+// Dial connects to servers (host:port) asking for sessionTimeout, waits
+// until the session is established (or ctx ends) and returns a Store that
+// owns the connection: Close closes it, which ends the session and frees
+// its leases at once.
+//
+// The server clamps the session timeout to [minSessionTimeout,
+// maxSessionTimeout], by default [2, 20] × tickTime; the negotiated value is
+// the Store's maximum TTL (Limits). Dial watches the session: when it
+// expires, the Lost channel of every grant made in it is closed and the
+// Client reports those leases lost at once; the connection then continues
+// with a new session.
+func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, opts ...Option) (*Store, error) {
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, lease.Invalid("servers", "empty server list")
+	}
+	if sessionTimeout <= 0 {
+		return nil, lease.Invalid("session timeout", "%v is not positive", sessionTimeout)
+	}
+	w := &watcher{ready: make(chan struct{}), log: cfg.logger}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	dialer := cfg.dialer
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	conn, _, err := zk.Connect(servers, sessionTimeout,
+		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(dialer))
+	if err != nil {
+		return nil, fmt.Errorf("zklease: connect: %w", err)
+	}
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		conn.Close()
+		return nil, fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
+	}
+	for _, a := range cfg.auth {
+		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
+		}
+	}
+	w.mu.Lock()
+	s := newStore(conn, true, cfg, w.negotiated)
+	s.tracked = true
+	s.lost = make(chan struct{})
+	w.store = s
+	w.mu.Unlock()
+	return s, nil
+}
+
+// watcher receives the library's log messages and session events for a
+// Store made by Dial (on the library's goroutines; it never blocks).
+type watcher struct {
+	log   *slog.Logger
+	ready chan struct{} // closed when the first session is established
+
+	mu         sync.Mutex
+	negotiated time.Duration
+	store      *Store
+}
+
+// authenticatedFormat is the message go-zookeeper logs after each session
+// handshake; its arguments are the only place v1.0.4 reveals the negotiated
+// session timeout (id int64, timeout int32 in ms).
+const authenticatedFormat = "authenticated: id=%d, timeout=%d"
+
+// Printf implements zk.Logger.
+func (w *watcher) Printf(format string, args ...any) {
+	if format == authenticatedFormat && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			w.mu.Lock()
+			first := w.negotiated == 0
+			if first {
+				w.negotiated = time.Duration(ms) * time.Millisecond
+			}
+			w.mu.Unlock()
+			if first {
+				close(w.ready)
+			}
+		}
+	}
+	w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
+}
+
+// event is the connection's event callback.
+func (w *watcher) event(ev zk.Event) {
+	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
+		return
+	}
+	w.mu.Lock()
+	s := w.store
+	w.mu.Unlock()
+	if s != nil {
+		s.sessionEnded()
+	}
+}
+
+// sessionEnded closes the Lost channel of the grants of the ended session
+// and starts a new one for later grants.
+func (s *Store) sessionEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost != nil {
+		close(s.lost)
+		s.lost = nil
+	}
+	if !s.closed {
+		s.lost = make(chan struct{})
+	}
+	clear(s.grants) // their ephemeral nodes are gone
+	for sub := range s.subs {
+		sub.sessionEnded()
+	}
+}
+
+// lostChan returns the Lost channel for a grant made now (nil when the
+// store cannot see session events).
+func (s *Store) lostChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		return nil
+	}
+	return s.lost
+}
+
+// Conn returns the ZooKeeper connection the Store uses.
+func (s *Store) Conn() *zk.Conn { return s.conn }
+
+// Root returns the znode under which the Store keeps its keys.
+func (s *Store) Root() string { return s.root }
+
+// Limits implements lease.Limiter: the TTL cannot exceed the session
+// timeout (see WithSessionTimeout and Dial).
+func (s *Store) Limits() lease.Limits { return lease.Limits{MaxTTL: s.maxTTL} }
+
+// Close ends the Store's subscriptions and, for a Store made by Dial, closes
+// the connection (ending the session deletes its holder nodes) and closes
+// the Lost channels of its grants. Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	subs := s.subs
+	s.subs = make(map[*subscription]struct{})
+	s.mu.Unlock()
+	for sub := range subs {
+		_ = sub.Close()
+	}
+	if s.own {
+		s.conn.Close()
+		s.mu.Lock()
+		if s.lost != nil {
+			close(s.lost)
+			s.lost = nil
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+var errClosed = errors.New("zklease: store closed")
+
+// check validates r and reports whether the store is usable.
+func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.Key == "" {
+		return lease.Invalid("key", "empty")
+	}
+	if !validToken(r.Token) {
+		return lease.Invalid("token", "must be 1 to 64 ASCII letters and digits")
+	}
+	if needTTL {
+		if r.TTL < time.Millisecond {
+			return lease.Invalid("ttl", "%v is below 1ms", r.TTL)
+		}
+		if r.TTL > s.maxTTL {
+			return lease.Invalid("ttl", "%v is above the session timeout %v", r.TTL, s.maxTTL)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// parent is the znode of key.
+func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
+
+// remember records a holder node this store wrote last with stat st.
+func (s *Store) remember(r lease.Request, path string, st *zk.Stat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.grants[r.Token] = &grant{key: r.Key, path: path, version: st.Version, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds()}
+}
+
+// remembered returns a copy of what the store knows of r's holder node.
+func (s *Store) remembered(r lease.Request) (grant, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.grants[r.Token]
+	if !ok || g.key != r.Key {
+		return grant{}, false
+	}
+	return *g, true
+}
+
+func (s *Store) forget(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.grants, token)
+}
+
+// ensureParent creates key's parent, a container node (the server deletes
+// it once it is empty again), and the root (persistent) if it is missing.
+func (s *Store) ensureParent(parent string) error {
+	_, err := s.conn.CreateContainer(parent, nil, zk.FlagContainer, s.acl)
+	if errors.Is(err, zk.ErrNoNode) {
+		p := ""
+		for _, seg := range strings.Split(s.root[1:], "/") {
+			p += "/" + seg
+			if _, err := s.conn.Create(p, nil, zk.FlagPersistent, s.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return fmt.Errorf("zklease: create %s: %w", p, err)
+			}
+		}
+		_, err = s.conn.CreateContainer(parent, nil, zk.FlagContainer, s.acl)
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zklease: create %s: %w", parent, err)
+	}
+	return nil
+}
