@@ -20,43 +20,26 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is an Observer that keeps every event and signals each one.
-type recorder struct {
-	mu  sync.Mutex
-	evs []lease.Event
-	ch  chan lease.Event
+// events wraps a leasetest.Recorder with a cursor, to take events in order.
+type events struct {
+	leasetest.Recorder
+	next int
 }
 
-func newRecorder() *recorder { return &recorder{ch: make(chan lease.Event, 4096)} }
-
-func (r *recorder) Observe(e lease.Event) {
-	r.mu.Lock()
-	r.evs = append(r.evs, e)
-	r.mu.Unlock()
-	r.ch <- e
-}
-
-// next waits (in real time) for the next event of kind k.
-func (r *recorder) next(t *testing.T, k lease.EventKind) lease.Event {
+// take waits (in real time) for the next event of kind k after the cursor.
+func (r *events) take(t *testing.T, k lease.EventKind) lease.Event {
 	t.Helper()
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case e := <-r.ch:
-			if e.Kind == k {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("no %v event within 5s", k)
-		}
+	ev, i, ok := r.Find(r.next, 5*time.Second, leasetest.Kind("", k))
+	if !ok {
+		t.Fatalf("no %v event within 5s", k)
 	}
+	r.next = i + 1
+	return ev
 }
 
-func (r *recorder) kinds() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *events) kinds() []string {
 	var s []string
-	for _, e := range r.evs {
+	for _, e := range r.Events() {
 		s = append(s, e.Kind.String())
 	}
 	return s
@@ -66,13 +49,13 @@ type fixture struct {
 	clk   *leasetest.FakeClock
 	mem   *memlease.Store
 	fault *leasetest.FaultyStore
-	rec   *recorder
+	rec   *events
 	c     *lease.Client
 }
 
 func newFixture(t *testing.T, opts ...lease.Option) *fixture {
 	t.Helper()
-	f := &fixture{clk: leasetest.NewFakeClock(), rec: newRecorder()}
+	f := &fixture{clk: leasetest.NewFakeClock(), rec: &events{}}
 	f.mem = memlease.New(memlease.WithClock(f.clk))
 	f.fault = leasetest.Faulty(f.mem)
 	opts = append([]lease.Option{lease.WithClock(f.clk), lease.WithObserver(f.rec), lease.WithHolder("test:1")}, opts...)
@@ -110,12 +93,12 @@ func TestHeartbeatKeepsLeaseOnFakeClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.rec.next(t, lease.EventAcquired)
+	f.rec.take(t, lease.EventAcquired)
 	other := f.other(t)
 	interval := 10 * time.Second / 3
 	for i := 0; i < 12; i++ { // 40 s of fake time, 4×TTL
 		f.clk.Advance(interval)
-		e := f.rec.next(t, lease.EventRenewed)
+		e := f.rec.take(t, lease.EventRenewed)
 		if e.Fence != l.Fence() || e.Key != "job" {
 			t.Fatalf("renewed event %+v", e)
 		}
@@ -177,7 +160,7 @@ func TestStalledRenewalsLoseBeforeStoreExpiry(t *testing.T) {
 	if taken.IsZero() {
 		t.Fatal("the key never expired in the store")
 	}
-	lost := f.rec.next(t, lease.EventLost)
+	lost := f.rec.take(t, lease.EventLost)
 	if lost.Reason != lease.LossDeadline || lost.Time.After(taken) {
 		t.Fatalf("lost event %+v, taken at %v", lost, taken)
 	}
@@ -208,7 +191,7 @@ func TestTransientRenewFailuresAreRetried(t *testing.T) {
 	}
 	f.fault.FailRenewals(errors.New("connection reset"))
 	f.clk.Advance(10 * time.Second / 3)
-	e := f.rec.next(t, lease.EventRenewFailed)
+	e := f.rec.take(t, lease.EventRenewFailed)
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "connection reset") {
 		t.Fatalf("renew failed event %+v", e)
 	}
@@ -227,7 +210,7 @@ func TestTransientRenewFailuresAreRetried(t *testing.T) {
 	}
 	f.fault.FailRenewals(nil)
 	f.clk.Advance(time.Second)
-	f.rec.next(t, lease.EventRenewed)
+	f.rec.take(t, lease.EventRenewed)
 	if l.Err() != nil {
 		t.Fatalf("lease lost after a recovered failure: %v", l.Err())
 	}
@@ -245,7 +228,7 @@ func TestStoreLosingTokenLosesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clk.Advance(10 * time.Second / 3)
-	e := f.rec.next(t, lease.EventLost)
+	e := f.rec.take(t, lease.EventLost)
 	if e.Reason != lease.LossNotHeld || !errors.Is(l.Err(), lease.ErrNotHeld) {
 		t.Fatalf("lost event %+v, Err %v", e, l.Err())
 	}

@@ -7,54 +7,20 @@ package etcdlease_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
 )
 
 // failoverTTL is the TTL of the fail-over tests: long enough for an election
 // (1-2s with etcd's default 1s election timeout) on a noisy machine.
 const failoverTTL = 5 * time.Second
 
-// recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []lease.Event
-}
-
-func (r *recorder) Observe(ev lease.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-}
-
-// since returns the events of kind for key at or after t.
-func (r *recorder) since(key string, kind lease.EventKind, t time.Time) []lease.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []lease.Event
-	for _, ev := range r.events {
-		if ev.Key == key && ev.Kind == kind && !ev.Time.Before(t) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// waitEvent waits up to d for an event of kind for key at or after t.
-func (r *recorder) waitEvent(key string, kind lease.EventKind, t time.Time, d time.Duration) (lease.Event, bool) {
-	deadline := time.Now().Add(d)
-	for {
-		if evs := r.since(key, kind, t); len(evs) > 0 {
-			return evs[0], true
-		}
-		if time.Now().After(deadline) {
-			return lease.Event{}, false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// after matches the events of kind for key at or after t.
+func after(key string, kind lease.EventKind, t time.Time) func(lease.Event) bool {
+	return func(ev lease.Event) bool { return ev.Key == key && ev.Kind == kind && !ev.Time.Before(t) }
 }
 
 // newLeaseClient returns a lease.Client over a new store on eps, closed at
@@ -81,14 +47,14 @@ func TestClusterLeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx := testCtx(t, 2*time.Minute)
 	prefix := testPrefix()
-	rec := &recorder{}
+	rec := &leasetest.Recorder{}
 	holder := newLeaseClient(t, c.endpoints(), prefix, lease.WithObserver(rec))
 	key := "leader-kill"
 	l, err := holder.TryAcquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := rec.waitEvent(key, lease.EventRenewed, time.Time{}, 2*failoverTTL); !ok {
+	if _, _, ok := rec.Find(0, 2*failoverTTL, after(key, lease.EventRenewed, time.Time{})); !ok {
 		t.Fatal("no renewal before the kill")
 	}
 
@@ -98,7 +64,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	c.kill(old)
 	t.Logf("killed the leader %s", old.name)
 
-	ev, ok := rec.waitEvent(key, lease.EventRenewed, killed, failoverTTL)
+	ev, _, ok := rec.Find(0, failoverTTL, after(key, lease.EventRenewed, killed))
 	if !ok {
 		t.Fatalf("no successful renewal within the TTL %v of the leader's death (Err() = %v)", failoverTTL, l.Err())
 	}
@@ -108,8 +74,9 @@ func TestClusterLeaderKill(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("after the leader's death: Err() = %v, want nil", err)
 	}
-	if evs := rec.since(key, lease.EventRenewFailed, killed); len(evs) > 0 {
-		t.Logf("%d renewals failed during the election (first: %v)", len(evs), evs[0].Err)
+	if first, _, ok := rec.Find(0, 0, after(key, lease.EventRenewFailed, killed)); ok {
+		n := rec.Count(0, after(key, lease.EventRenewFailed, killed))
+		t.Logf("%d renewals failed during the election (first: %v)", n, first.Err)
 	}
 	if nl := c.leader(ctx, admin); nl == old {
 		t.Fatalf("the killed member is still the leader")
@@ -146,7 +113,7 @@ func TestClusterPartitionedHolder(t *testing.T) {
 	admin := newCli(t, c.endpoints())
 	// Cut off a follower, so that the cluster itself is undisturbed.
 	cut := c.others(c.leader(ctx, admin))[0]
-	rec := &recorder{}
+	rec := &leasetest.Recorder{}
 	holder := newLeaseClient(t, clientEndpoints(cut), prefix, lease.WithObserver(rec))
 	other := newLeaseClient(t, clientEndpoints(c.others(cut)...), prefix)
 	key := "partitioned"
@@ -154,7 +121,7 @@ func TestClusterPartitionedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := rec.waitEvent(key, lease.EventRenewed, time.Time{}, 2*failoverTTL); !ok {
+	if _, _, ok := rec.Find(0, 2*failoverTTL, after(key, lease.EventRenewed, time.Time{})); !ok {
 		t.Fatal("no renewal before the cut")
 	}
 	cutAt := time.Now()
@@ -183,7 +150,7 @@ func TestClusterPartitionedHolder(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	ev, ok := rec.waitEvent(key, lease.EventLost, time.Time{}, time.Second)
+	ev, _, ok := rec.Find(0, time.Second, leasetest.Kind(key, lease.EventLost))
 	if !ok {
 		t.Fatalf("another client acquired the key %v after the cut and the holder never reported it lost", acquiredAt.Sub(cutAt))
 	}
@@ -210,7 +177,7 @@ func TestClusterNoQuorum(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx := testCtx(t, 3*time.Minute)
 	prefix := testPrefix()
-	rec := &recorder{}
+	rec := &leasetest.Recorder{}
 	holder := newLeaseClient(t, c.endpoints(), prefix, lease.WithObserver(rec))
 	other := newLeaseClient(t, c.endpoints(), prefix)
 	key := "no-quorum"
@@ -218,7 +185,7 @@ func TestClusterNoQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := rec.waitEvent(key, lease.EventRenewed, time.Time{}, 2*failoverTTL); !ok {
+	if _, _, ok := rec.Find(0, 2*failoverTTL, after(key, lease.EventRenewed, time.Time{})); !ok {
 		t.Fatal("no renewal before the kill")
 	}
 	admin := newCli(t, c.endpoints())
@@ -233,7 +200,7 @@ func TestClusterNoQuorum(t *testing.T) {
 	case <-time.After(failoverTTL + 2*time.Second):
 		t.Fatalf("the lease was not reported lost within %v of losing the quorum", failoverTTL+2*time.Second)
 	}
-	ev, _ := rec.waitEvent(key, lease.EventLost, time.Time{}, time.Second)
+	ev, _, _ := rec.Find(0, time.Second, leasetest.Kind(key, lease.EventLost))
 	t.Logf("lost %v after the quorum was lost (%s: %v)", time.Since(killed).Round(time.Millisecond), ev.Reason, ev.Err)
 	if ev.Reason != lease.LossDeadline {
 		t.Errorf("loss reason %q, want %q", ev.Reason, lease.LossDeadline)

@@ -6,46 +6,14 @@ package leasetest
 
 import (
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
 )
 
-// recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []lease.Event
-}
-
-func (r *recorder) Observe(ev lease.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-}
-
-// find returns the first event for key of kind, waiting up to d for it.
-func (r *recorder) find(key string, kind lease.EventKind, d time.Duration) (lease.Event, bool) {
-	deadline := time.Now().Add(d)
-	for {
-		r.mu.Lock()
-		for _, ev := range r.events {
-			if ev.Key == key && ev.Kind == kind {
-				r.mu.Unlock()
-				return ev, true
-			}
-		}
-		r.mu.Unlock()
-		if time.Now().After(deadline) {
-			return lease.Event{}, false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // wantLost checks that l is lost (Err matches ErrLost, Context cancelled)
 // and that the observer saw an EventLost for l with the reason given.
-func (e *env) wantLost(l *lease.Lease, rec *recorder, reason lease.LossReason) {
+func (e *env) wantLost(l *lease.Lease, rec *Recorder, reason lease.LossReason) {
 	e.t.Helper()
 	if err := l.Err(); !errors.Is(err, lease.ErrLost) {
 		e.t.Errorf("Err() = %v, want one matching ErrLost", err)
@@ -53,7 +21,7 @@ func (e *env) wantLost(l *lease.Lease, rec *recorder, reason lease.LossReason) {
 	if l.Context().Err() == nil {
 		e.t.Errorf("the lease's Context is not cancelled after the loss")
 	}
-	ev, ok := rec.find(l.Key(), lease.EventLost, time.Second)
+	ev, _, ok := rec.Find(0, time.Second, Kind(l.Key(), lease.EventLost))
 	if !ok {
 		e.t.Errorf("the observer saw no EventLost for %q", l.Key())
 		return
@@ -70,7 +38,7 @@ func (e *env) wantLost(l *lease.Lease, rec *recorder, reason lease.LossReason) {
 // next renewal reports the lease lost, and its late Release leaves the next
 // holder alone.
 func testLossNotHeld(e *env) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	c1 := e.client(e.store(), lease.WithObserver(rec))
 	c2 := e.client(e.store())
 	direct := e.store()
@@ -108,14 +76,14 @@ func testLossNotHeld(e *env) {
 // partition) reports the lease lost no later than another client can acquire
 // the key.
 func testLossBeforeTakeover(e *env) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	fs := e.faulty()
 	c1 := e.client(fs, lease.WithObserver(rec))
 	c2 := e.client(e.store())
 	key := e.key("stall")
 	l := e.tryAcquire(c1, key)
 	// Let one heartbeat through, then stall every renewal.
-	if _, ok := rec.find(key, lease.EventRenewed, 2*e.ttl); !ok {
+	if _, _, ok := rec.Find(0, 2*e.ttl, Kind(key, lease.EventRenewed)); !ok {
 		e.t.Fatalf("no renewal within 2 TTLs (renewals seen by the store: %d)", fs.Renewals())
 	}
 	fs.BlockRenewals(true)

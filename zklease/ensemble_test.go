@@ -154,43 +154,6 @@ func addrs(srvs []*zkServer) []string {
 	return a
 }
 
-// recorder keeps the events of a Client.
-type recorder struct {
-	mu     sync.Mutex
-	events []lease.Event
-}
-
-func (r *recorder) Observe(ev lease.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-}
-
-// count returns how many events of kind were seen since index from, and the
-// number of events so far.
-func (r *recorder) count(kind lease.EventKind, from int) (int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ev := range r.events[min(from, len(r.events)):] {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n, len(r.events)
-}
-
-func (r *recorder) find(kind lease.EventKind) (lease.Event, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ev := range r.events {
-		if ev.Kind == kind {
-			return ev, true
-		}
-	}
-	return lease.Event{}, false
-}
-
 func newClient(t *testing.T, s lease.Store, opts ...lease.Option) *lease.Client {
 	t.Helper()
 	c, err := lease.New(s, opts...)
@@ -220,7 +183,7 @@ func testKillServer(t *testing.T, srvs []*zkServer) {
 	const ttl = 3 * time.Second
 	hs := dial(t, addrs(srvs), zklease.WithRoot(root("kill")))
 	ostore := dial(t, addrs(srvs), zklease.WithRoot(hs.Root()))
-	rec := &recorder{}
+	rec := &leasetest.Recorder{}
 	holder := newClient(t, hs, lease.WithTTL(ttl), lease.WithObserver(rec), lease.WithHolder("holder"))
 	other := newClient(t, ostore, lease.WithTTL(ttl))
 	key := "kill-" + randHex(4)
@@ -238,7 +201,7 @@ func testKillServer(t *testing.T, srvs []*zkServer) {
 	if victim == nil {
 		t.Fatalf("the holder's server %q is not one of the ensemble's", before)
 	}
-	_, mark := rec.count(lease.EventRenewed, 0)
+	mark := rec.Len()
 	killed := time.Now()
 	victim.kill(t)
 	t.Logf("killed %s, the holder's server", before)
@@ -248,7 +211,7 @@ func testKillServer(t *testing.T, srvs []*zkServer) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost after its server was killed: %v", err)
 	}
-	renewed, _ := rec.count(lease.EventRenewed, mark)
+	renewed := rec.Count(mark, leasetest.Kind("", lease.EventRenewed))
 	if renewed < 3 {
 		t.Errorf("%d renewals in the %v after the kill, want at least 3", renewed, time.Since(killed).Round(time.Millisecond))
 	}
@@ -278,7 +241,7 @@ func testSessionExpiry(t *testing.T, all []string) {
 	sn := &sniffer{}
 	hs := dial(t, all, zklease.WithRoot(root("expiry")), zklease.WithDialer(sn.dial))
 	ws := dial(t, all, zklease.WithRoot(hs.Root()))
-	rec := &recorder{}
+	rec := &leasetest.Recorder{}
 	holder := newClient(t, hs, lease.WithTTL(ttl), lease.WithObserver(rec))
 	waiter := newClient(t, ws, lease.WithTTL(ttl))
 	key := "expiry-" + randHex(4)
@@ -319,7 +282,7 @@ func testSessionExpiry(t *testing.T, all []string) {
 	if !errors.Is(l.Err(), lease.ErrLost) || !errors.Is(context.Cause(l.Context()), lease.ErrLost) {
 		t.Errorf("after the session ended: Err() = %v, Context cause = %v; want ErrLost", l.Err(), context.Cause(l.Context()))
 	}
-	ev, ok := rec.find(lease.EventLost)
+	ev, _, ok := rec.Find(0, 0, leasetest.Kind("", lease.EventLost))
 	if !ok {
 		t.Errorf("no EventLost")
 	} else if ev.Reason != lease.LossSession && ev.Reason != lease.LossNotHeld {
