@@ -1,0 +1,124 @@
+// Shared by the subcommands: exit codes, common flags, logging, opening the
+// store.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leaseurl"
+)
+
+// Exit codes; doc.go documents them.
+const (
+	exitOK          = 0
+	exitFailed      = 1  // lease demo: an expectation failed
+	exitUsage       = 64 // bad flags, bad store URL (sysexits EX_USAGE)
+	exitUnavailable = 69 // the store could not be opened or reached (EX_UNAVAILABLE)
+	exitSoftware    = 70 // internal error, e.g. the metrics listener (EX_SOFTWARE)
+	exitNotAcquired = 75 // lease run: the lease could not be acquired (EX_TEMPFAIL)
+	exitLost        = 76 // lease run: the lease was lost while the command ran
+	exitCannotExec  = 126
+	exitNotFound    = 127
+)
+
+// storeEnv names the environment variable with the default store URL.
+const storeEnv = "LEASE_STORE"
+
+// common are the flags every subcommand has.
+type common struct {
+	store     string
+	logLevel  string
+	logFormat string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+}
+
+// storeURL returns the store URL to use: --store, $LEASE_STORE, the default.
+func (c *common) storeURL() string {
+	if c.store != "" {
+		return c.store
+	}
+	if s := os.Getenv(storeEnv); s != "" {
+		return s
+	}
+	return leaseurl.DefaultURL()
+}
+
+// logger returns the slog logger the flags ask for, writing to w.
+func (c *common) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(c.logFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+}
+
+// openStore opens the store named by the flags; the returned exit code says
+// what kind of failure it was. Errors never contain the password.
+func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, string, int, error) {
+	raw := c.storeURL()
+	safe := leaseurl.Redact(raw)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := leaseurl.Open(octx, raw)
+	if err != nil {
+		code := exitUnavailable
+		if errors.Is(err, lease.ErrInvalid) || errors.Is(err, leaseurl.ErrUnsupported) {
+			code = exitUsage
+		}
+		return nil, safe, code, err
+	}
+	log.Debug("store opened", "store", safe)
+	return s, safe, exitOK, nil
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors to
+// stderr and does not exit.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("lease "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: lease %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, returning a non-negative exit code when the
+// command should stop (help asked for, or a usage error).
+func parseFlags(fs *flag.FlagSet, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	return -1
+}
+
+// fail prints "lease CMD: msg" to stderr and returns code.
+func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
+	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	return code
+}

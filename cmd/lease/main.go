@@ -1,0 +1,66 @@
+// Entry point: dispatch to the subcommands.
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "devel"
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// dispatch runs the subcommand named by args[0] and returns the exit code.
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
+	case "demo":
+		return demoCommand(args[1:], stdout, stderr)
+	case "demo-worker": // hidden: a worker process of lease demo
+		return demoWorkerCommand(args[1:], stdin, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "lease", version)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "-h"}, stdin, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "lease: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `lease runs commands under distributed leases with fencing tokens.
+
+Usage:
+  lease run [flags] -- CMD [ARGS...]   run CMD while holding a lease
+  lease status [flags] KEY             show who holds KEY
+  lease demo [flags]                   the leasekit story with real processes
+  lease version                        print the version
+  lease help COMMAND                   flags of COMMAND
+
+The store is --store URL, else $LEASE_STORE, else a per-user directory
+(file://`+"$XDG_STATE_HOME/leasekit"+`). URLs: file:///dir, redis://, rediss://,
+postgres://, etcd://, zk://, mem://.
+
+Exit codes of lease run: the command's own code; 75 lease not acquired;
+76 lease lost while the command ran; 64 usage; 69 store unavailable;
+70 internal error; 126/127 command not executable/not found.
+`)
+}

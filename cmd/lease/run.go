@@ -1,0 +1,228 @@
+// lease run: run a command while holding a lease, and stop it if the lease
+// is lost.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leaseprom"
+)
+
+type runFlags struct {
+	common
+	key         string
+	ttl         time.Duration
+	noWait      bool
+	timeout     time.Duration
+	grace       time.Duration
+	holder      string
+	metricsAddr string
+	keyLabel    bool
+}
+
+// forwarded are the signals lease run passes on to the command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	var f runFlags
+	fs := newFlagSet("run", "[flags] -- CMD [ARGS...]", stderr)
+	f.common.register(fs)
+	fs.StringVar(&f.key, "key", "", "lease key (required)")
+	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease TTL: how long the lease outlives a crashed lease run")
+	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
+	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command")
+	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics")
+	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	argv := fs.Args()
+	switch {
+	case f.key == "":
+		return fail(stderr, "run", exitUsage, "--key is required")
+	case len(argv) == 0:
+		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] -- CMD [ARGS...])")
+	case f.grace < 0, f.timeout < 0:
+		return fail(stderr, "run", exitUsage, "--grace and --timeout must not be negative")
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return fail(stderr, "run", exitUsage, "%v", err)
+	}
+	return f.run(argv, log, stderr)
+}
+
+func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
+	// Signals are caught from the start: while waiting they cancel the wait,
+	// once the command runs they are forwarded to it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var caught os.Signal
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case s := <-sigs:
+			caught = s
+			cancel(fmt.Errorf("got %v", s))
+		case <-stopWatch:
+		}
+	}()
+
+	store, safeURL, code, err := f.openStore(ctx, log)
+	if err != nil {
+		return fail(stderr, "run", code, "%v", err)
+	}
+	defer store.Close()
+	log = log.With("key", f.key)
+
+	metrics := leaseprom.New(metricsOpts(f.keyLabel)...)
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, metrics, log)
+		if err != nil {
+			return fail(stderr, "run", exitSoftware, "%v", err)
+		}
+		defer stop()
+	}
+	opts := []lease.Option{lease.WithTTL(f.ttl), lease.WithObserver(metrics), lease.WithLogger(log)}
+	if f.holder != "" {
+		opts = append(opts, lease.WithHolder(f.holder))
+	}
+	client, err := lease.New(store, opts...)
+	if err != nil {
+		return fail(stderr, "run", exitUsage, "%v", err)
+	}
+	defer client.Close()
+
+	// One look first, so a wrong address or password fails at once instead
+	// of being retried for as long as the wait lasts.
+	ictx, icancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err = client.Inspect(ictx, f.key)
+	icancel()
+	if err != nil {
+		if caught != nil {
+			return signalExit(caught)
+		}
+		code := exitUnavailable
+		if errors.Is(err, lease.ErrInvalid) {
+			code = exitUsage
+		}
+		return fail(stderr, "run", code, "store %s: %v", safeURL, err)
+	}
+
+	l, code := f.acquire(ctx, client, log, stderr)
+	if l == nil {
+		if caught != nil {
+			return signalExit(caught)
+		}
+		return code
+	}
+	close(stopWatch)
+	<-watchDone
+	if caught != nil { // a signal came just as the lease was acquired
+		_ = l.Release(context.Background())
+		return signalExit(caught)
+	}
+	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", f.ttl, "command", argv[0])
+	code = f.supervise(argv, l, sigs, log, stderr)
+
+	rctx, rcancel := context.WithTimeout(context.Background(), f.ttl)
+	defer rcancel()
+	if err := l.Release(rctx); err != nil && code != exitLost {
+		log.Warn("releasing the lease failed; it expires after its TTL", "err", err)
+	} else if err == nil {
+		log.Info("lease released", "fence", l.Fence(), "exit_code", code)
+	}
+	return code
+}
+
+// acquire takes the lease as the flags ask; on failure it returns a nil
+// lease and the exit code.
+func (f *runFlags) acquire(ctx context.Context, c *lease.Client, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
+	if f.noWait {
+		l, err := c.TryAcquire(ctx, f.key)
+		switch {
+		case err == nil:
+			return l, exitOK
+		case errors.Is(err, lease.ErrHeld):
+			fail(stderr, "run", exitNotAcquired, "%v", err)
+			return nil, exitNotAcquired
+		case errors.Is(err, lease.ErrInvalid):
+			return nil, fail(stderr, "run", exitUsage, "%v", err)
+		case ctx.Err() != nil:
+			return nil, exitNotAcquired
+		}
+		return nil, fail(stderr, "run", exitUnavailable, "%v", err)
+	}
+	wctx := ctx
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	// One attempt first, to tell who holds the lease before waiting for it.
+	l, err := c.TryAcquire(wctx, f.key)
+	if err == nil {
+		return l, exitOK
+	}
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
+	}
+	l, err = c.Acquire(wctx, f.key)
+	switch {
+	case err == nil:
+		return l, exitOK
+	case errors.Is(err, lease.ErrInvalid):
+		return nil, fail(stderr, "run", exitUsage, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
+	}
+	if ctx.Err() != nil {
+		return nil, exitNotAcquired
+	}
+	return nil, fail(stderr, "run", exitUnavailable, "%v", err)
+}
+
+// childEnv returns the environment of the command: ours plus the lease's.
+func childEnv(l *lease.Lease) []string {
+	return append(os.Environ(),
+		"LEASE_KEY="+l.Key(),
+		"LEASE_TOKEN="+l.Token(),
+		"LEASE_FENCE="+strconv.FormatUint(l.Fence(), 10),
+		"LEASE_HOLDER="+l.Holder(),
+		"LEASE_TTL_MS="+strconv.FormatInt(l.TTL().Milliseconds(), 10),
+	)
+}
+
+// signalExit is the conventional exit code of a process ended by s.
+func signalExit(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return exitFailed
+}
+
+func metricsOpts(keyLabel bool) []leaseprom.Option {
+	if keyLabel {
+		return []leaseprom.Option{leaseprom.WithKeyLabel()}
+	}
+	return nil
+}

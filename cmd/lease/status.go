@@ -1,0 +1,104 @@
+// lease status: who holds a key.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// statusJSON is the object lease status --json prints.
+type statusJSON struct {
+	Key         string `json:"key"`
+	Held        bool   `json:"held"`
+	Holder      string `json:"holder"`
+	Fence       uint64 `json:"fence"`
+	RemainingMS int64  `json:"remaining_ms"`
+	Store       string `json:"store"`
+}
+
+func statusCommand(args []string, stdout, stderr io.Writer) int {
+	var c common
+	var asJSON bool
+	var timeout time.Duration
+	fs := newFlagSet("status", "[flags] KEY", stderr)
+	c.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on the store after this long")
+	// Flags may come before or after KEY.
+	var keys []string
+	for {
+		if code := parseFlags(fs, args); code >= 0 {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		keys = append(keys, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(keys) != 1 {
+		return fail(stderr, "status", exitUsage, "want exactly one KEY (lease status [flags] KEY)")
+	}
+	key := keys[0]
+	log, err := c.logger(stderr)
+	if err != nil {
+		return fail(stderr, "status", exitUsage, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	store, safeURL, code, err := c.openStore(ctx, log)
+	if err != nil {
+		return fail(stderr, "status", code, "%v", err)
+	}
+	defer store.Close()
+	client, err := lease.New(store, lease.WithLogger(log))
+	if err != nil {
+		return fail(stderr, "status", exitSoftware, "%v", err)
+	}
+	defer client.Close()
+	info, err := client.Inspect(ctx, key)
+	if err != nil {
+		code := exitUnavailable
+		if errors.Is(err, lease.ErrInvalid) {
+			code = exitUsage
+		}
+		return fail(stderr, "status", code, "store %s: %v", safeURL, err)
+	}
+	if asJSON {
+		out := statusJSON{Key: key, Held: info.Held, Holder: info.Holder, Fence: info.Fence,
+			RemainingMS: info.Remaining.Milliseconds(), Store: safeURL}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+			return fail(stderr, "status", exitSoftware, "%v", err)
+		}
+		return exitOK
+	}
+	printStatus(stdout, key, safeURL, info)
+	return exitOK
+}
+
+func printStatus(w io.Writer, key, store string, info lease.Info) {
+	fmt.Fprintf(w, "key:       %s\n", key)
+	fmt.Fprintf(w, "store:     %s\n", store)
+	if !info.Held {
+		fmt.Fprintf(w, "status:    free\n")
+		if info.Fence > 0 {
+			fmt.Fprintf(w, "fence:     %d (the last one granted)\n", info.Fence)
+		}
+		return
+	}
+	fmt.Fprintf(w, "status:    held\n")
+	fmt.Fprintf(w, "holder:    %s\n", info.Holder)
+	fmt.Fprintf(w, "fence:     %d\n", info.Fence)
+	if info.Remaining > 0 {
+		fmt.Fprintf(w, "remaining: %v\n", info.Remaining.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(w, "remaining: unknown\n")
+	}
+}

@@ -1,0 +1,221 @@
+package leaseprom_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leaseprom"
+	"github.com/leasekit/lease/memlease"
+)
+
+// story acquires, renews, loses and releases leases on an in-memory store
+// with c as the observer.
+func story(t *testing.T, c *leaseprom.Collector) {
+	t.Helper()
+	ctx := context.Background()
+	mem := memlease.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	client, err := lease.New(mem.Handle(), lease.WithObserver(c), lease.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	other, err := lease.New(mem.Handle(), lease.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+
+	a, err := client.TryAcquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.TryAcquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c waits for a held key: one acquisition with a measurable wait.
+	hold, err := other.TryAcquire(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(150 * time.Millisecond); _ = hold.Release(ctx) }()
+	if _, err := client.Acquire(ctx, "c"); err != nil { // still held at the end
+		t.Fatal(err)
+	}
+	// Let the heartbeat renew a few times.
+	time.Sleep(400 * time.Millisecond)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Lose b: free its token behind the client's back; the next renewal
+	// gets ErrNotHeld.
+	if err := mem.Release(ctx, lease.Request{Key: "b", Token: b.Token()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("b was not lost")
+	}
+	if !errors.Is(b.Err(), lease.ErrLost) {
+		t.Fatalf("b.Err() = %v, want ErrLost", b.Err())
+	}
+}
+
+func TestCollectorCounts(t *testing.T) {
+	c := leaseprom.New()
+	story(t, c)
+	for name, want := range map[string]float64{
+		"lease_acquired_total": 3,
+		"lease_released_total": 1,
+		"lease_held":           1,
+	} {
+		if got := testutil.ToFloat64(collectorFor(t, c, name)); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lease_lost_total Leases lost while held, by reason (deadline, not_held, session).
+# TYPE lease_lost_total counter
+lease_lost_total{reason="deadline"} 0
+lease_lost_total{reason="not_held"} 1
+lease_lost_total{reason="session"} 0
+`), "lease_lost_total"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "lease_heartbeat_latency_seconds":
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n < 2 {
+				t.Errorf("heartbeat latency has %d samples, want at least 2 renewals", n)
+			}
+		case "lease_acquire_wait_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 3 || h.GetSampleSum() < 0.1 {
+				t.Errorf("acquire wait: %d samples, sum %v; want 3 and ≥ 0.1 s (one acquisition waited 150 ms)", h.GetSampleCount(), h.GetSampleSum())
+			}
+		case "lease_renewals_total":
+			if v := mf.GetMetric()[0].GetCounter().GetValue(); v < 2 {
+				t.Errorf("renewals = %v, want ≥ 2", v)
+			}
+		}
+	}
+}
+
+// collectorFor returns a collector with only the metric name of c.
+func collectorFor(t *testing.T, c *leaseprom.Collector, name string) prometheus.Collector {
+	t.Helper()
+	return filter{c, name}
+}
+
+type filter struct {
+	c    prometheus.Collector
+	name string
+}
+
+func (f filter) Describe(ch chan<- *prometheus.Desc) {
+	all := make(chan *prometheus.Desc, 64)
+	f.c.Describe(all)
+	close(all)
+	for d := range all {
+		if strings.Contains(d.String(), `fqName: "`+f.name+`"`) {
+			ch <- d
+		}
+	}
+}
+
+func (f filter) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 256)
+	f.c.Collect(all)
+	close(all)
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `fqName: "`+f.name+`"`) {
+			ch <- m
+		}
+	}
+}
+
+func TestKeyLabelIsOptIn(t *testing.T) {
+	plain := leaseprom.New()
+	keyed := leaseprom.New(leaseprom.WithKeyLabel(), leaseprom.WithConstLabels(prometheus.Labels{"app": "billing"}))
+	both := lease.ObserverFunc(func(e lease.Event) { plain.Observe(e); keyed.Observe(e) })
+	ctx := context.Background()
+	mem := memlease.New()
+	defer mem.Close()
+	client, err := lease.New(mem, lease.WithObserver(both))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	l, err := client.TryAcquire(ctx, "job:invoice-generation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plainOut := scrape(t, plain)
+	keyedOut := scrape(t, keyed)
+	if strings.Contains(plainOut, "job:invoice-generation") {
+		t.Errorf("without WithKeyLabel the key appears:\n%s", plainOut)
+	}
+	for _, want := range []string{
+		`lease_acquired_total{app="billing",key="job:invoice-generation"} 1`,
+		`lease_released_total{app="billing",key="job:invoice-generation"} 1`,
+		`lease_held{app="billing",key="job:invoice-generation"} 0`,
+	} {
+		if !strings.Contains(keyedOut, want) {
+			t.Errorf("with WithKeyLabel, missing %q in:\n%s", want, keyedOut)
+		}
+	}
+}
+
+// scrape serves c over HTTP as an application would and returns the text.
+func scrape(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestScrapeShowsEveryMetricFromTheStart(t *testing.T) {
+	out := scrape(t, leaseprom.New())
+	for _, name := range []string{
+		"lease_acquired_total 0", `lease_lost_total{reason="deadline"} 0`, "lease_released_total 0",
+		"lease_renewals_total 0", "lease_renew_failures_total 0", "lease_held 0",
+		"lease_heartbeat_latency_seconds_count 0", "lease_acquire_wait_seconds_count 0",
+	} {
+		if !strings.Contains(out, name) {
+			t.Errorf("scrape lacks %q:\n%s", name, out)
+		}
+	}
+}

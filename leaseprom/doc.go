@@ -1,0 +1,23 @@
+// Package leaseprom exports lease events as Prometheus metrics.
+//
+// A [Collector] is both a [prometheus.Collector] and a [lease.Observer]:
+//
+//	metrics := leaseprom.New()
+//	prometheus.MustRegister(metrics)
+//	client, err := lease.New(store, lease.WithObserver(metrics))
+//
+// Metrics (all prefixed "lease_"):
+//
+//	lease_acquired_total                   counter    leases acquired
+//	lease_released_total                   counter    leases released by their holder
+//	lease_lost_total{reason}               counter    leases lost; reason is deadline, not_held or session
+//	lease_renewals_total                   counter    successful heartbeat renewals
+//	lease_renew_failures_total             counter    failed renewals (retried until the local deadline)
+//	lease_heartbeat_latency_seconds        histogram  round trip of successful renewals
+//	lease_acquire_wait_seconds             histogram  time from the start of Acquire to the acquisition
+//	lease_held                             gauge      leases held now
+//
+// By default no metric has a key label, so the number of series does not grow
+// with the number of keys. [WithKeyLabel] adds a "key" label to every metric:
+// use it only when the set of keys is small and bounded.
+package leaseprom

@@ -1,0 +1,61 @@
+// The file:// scheme: filelease in a host-local directory.
+
+package leaseurl
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/filelease"
+)
+
+func init() { Register("file", openFile) }
+
+// openFile opens file:///abs/dir (or file:relative/dir); an empty path means
+// DefaultFileDir. filelease creates the directory if it is missing.
+func openFile(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() error, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, nil, lease.Invalid("store", "file URL with host %q: write file:///absolute/dir or file:relative/dir", u.Host)
+	}
+	if u.RawQuery != "" {
+		return nil, nil, lease.Invalid("store", "file URLs take no options")
+	}
+	dir := u.Path
+	if u.Opaque != "" {
+		dir = u.Opaque
+	}
+	if dir == "" {
+		dir = DefaultFileDir()
+	}
+	s, err := filelease.New(filepath.FromSlash(dir))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, nil, nil
+}
+
+// DefaultFileDir returns the per-user directory of the default file store:
+// $XDG_STATE_HOME/leasekit, else ~/.local/state/leasekit, else the user cache
+// directory's leasekit (os.UserCacheDir), else leasekit in os.TempDir.
+func DefaultFileDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "leasekit")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "state", "leasekit")
+	}
+	if c, err := os.UserCacheDir(); err == nil && c != "" {
+		return filepath.Join(c, "leasekit")
+	}
+	return filepath.Join(os.TempDir(), "leasekit-"+strconv.Itoa(os.Getuid()))
+}
+
+// DefaultURL returns the store URL used when none is configured: the file
+// store in DefaultFileDir.
+func DefaultURL() string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(DefaultFileDir())}).String()
+}

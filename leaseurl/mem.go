@@ -1,0 +1,42 @@
+// The mem:// scheme: memlease stores shared by name within one process.
+
+package leaseurl
+
+import (
+	"context"
+	"net/url"
+	"sync"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/memlease"
+)
+
+func init() { Register("mem", openMem) }
+
+var (
+	memMu     sync.Mutex
+	memStores = map[string]*memlease.Store{}
+)
+
+// openMem returns a new handle on the process-wide in-memory store named by
+// the URL's host and path ("mem://" and "mem://default" are the same store).
+// Every Open of the same name shares keys, as separate processes share a
+// backend; the handle's Close leaves the others open. Leases in memory are
+// not visible to other processes: mem:// is for tests and examples.
+func openMem(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() error, error) {
+	name := u.Host + u.Path
+	if u.Opaque != "" {
+		name = u.Opaque
+	}
+	if name == "" {
+		name = "default"
+	}
+	memMu.Lock()
+	defer memMu.Unlock()
+	root, ok := memStores[name]
+	if !ok {
+		root = memlease.New()
+		memStores[name] = root
+	}
+	return root.Handle(), nil, nil
+}

@@ -1,0 +1,124 @@
+// Redaction of passwords in store URLs and in the errors Open returns.
+
+package leaseurl
+
+import (
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Redacted replaces passwords in redacted output.
+const Redacted = "xxxxx"
+
+// secretParams are query parameters whose values are secrets.
+var secretParams = []string{"password", "sslpassword", "pass", "passwd", "secret", "token"}
+
+var (
+	// userinfo with a password, for text url.Parse cannot handle.
+	userinfoRE = regexp.MustCompile(`(//[^/@:?#]*):[^/@?#]*@`)
+	// key=value secrets in query strings or key/value DSNs.
+	paramRE = regexp.MustCompile(`(?i)((?:^|[?&;\s])(?:` + strings.Join(secretParams, "|") + `)=)('[^']*'|[^&;\s#]*)`)
+)
+
+// Redact returns rawURL with its password, and the values of query
+// parameters such as password= or sslpassword=, replaced by "xxxxx". It also
+// handles text that is not a valid URL, so that it can be applied to any
+// string a user gave as a store URL.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Opaque != "" || u.Scheme == "" {
+		return paramRE.ReplaceAllString(userinfoRE.ReplaceAllString(rawURL, "${1}:"+Redacted+"@"), "${1}"+Redacted)
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), Redacted)
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			if isSecretParam(k) {
+				q[k] = []string{Redacted}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
+}
+
+func isSecretParam(k string) bool {
+	for _, s := range secretParams {
+		if strings.EqualFold(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// secrets returns the secret strings in rawURL (its password and secret
+// query values, raw and decoded) so that errors can be scrubbed of them.
+func secrets(rawURL string) []string {
+	var out []string
+	add := func(s string) {
+		if s != "" {
+			out = append(out, s)
+			if e := url.QueryEscape(s); e != s {
+				out = append(out, e)
+			}
+			if e := url.PathEscape(s); e != s {
+				out = append(out, e)
+			}
+		}
+	}
+	if u, err := url.Parse(rawURL); err == nil {
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+		for k, vs := range u.Query() {
+			if isSecretParam(k) {
+				for _, v := range vs {
+					add(v)
+				}
+			}
+		}
+	}
+	// Whatever url.Parse made of it, also take the raw userinfo password.
+	if m := regexp.MustCompile(`//[^/@:?#]*:([^/@?#]*)@`).FindStringSubmatch(rawURL); m != nil {
+		add(m[1])
+		if d, err := url.PathUnescape(m[1]); err == nil {
+			add(d)
+		}
+	}
+	for _, m := range paramRE.FindAllStringSubmatch(rawURL, -1) {
+		add(strings.Trim(m[2], "'"))
+	}
+	return out
+}
+
+// redactedError scrubs secrets from an error's message. errors.Is and
+// errors.As still see the original chain, but it has no Unwrap method, so
+// printing errors.Unwrap(err) cannot reveal the password either.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string        { return e.msg }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
+
+// scrub returns err with every secret of rawURL removed from its message.
+func scrub(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range secrets(rawURL) {
+		msg = strings.ReplaceAll(msg, s, Redacted)
+	}
+	return &redactedError{msg: msg, err: err}
+}
