@@ -36,9 +36,16 @@ type HeldError struct {
 	// Remaining is the holder's remaining TTL as the store sees it, 0 when the
 	// store cannot tell.
 	Remaining time.Duration
+	// Queued is how many waiters were queued ahead (stores that queue
+	// waiters, see Queuer); a free key with waiters queued is reserved for
+	// them.
+	Queued int
 }
 
 func (e *HeldError) Error() string {
+	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
+		return fmt.Sprintf("lease: key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
+	}
 	s := fmt.Sprintf("lease: key %q is held", e.Key)
 	if e.Holder != "" {
 		s += fmt.Sprintf(" by %q", e.Holder)
@@ -48,6 +55,9 @@ func (e *HeldError) Error() string {
 	}
 	if e.Remaining > 0 {
 		s += fmt.Sprintf(", %v left", e.Remaining.Round(time.Millisecond))
+	}
+	if e.Queued > 0 {
+		s += fmt.Sprintf(", %d waiter(s) queued", e.Queued)
 	}
 	return s
 }

@@ -16,6 +16,12 @@ type Request struct {
 	Holder string
 	// TTL is how long the store keeps the lease without a renewal.
 	TTL time.Duration
+	// Queue asks a [Queuer] store to keep Token's place in Key's FIFO queue of
+	// waiters: when Acquire cannot grant the key (it is held, or free but
+	// reserved for waiters queued ahead), it queues Token, or refreshes its
+	// entry for another TTL, and returns a *HeldError. The Client sets it only
+	// for stores whose QueuesWaiters reports true.
+	Queue bool
 }
 
 // Grant is what a store returns for a successful acquisition.
@@ -101,6 +107,24 @@ type Subscription interface {
 	Next(ctx context.Context) (key string, err error)
 	// Close ends the subscription and unblocks Next.
 	Close() error
+}
+
+// Queuer is implemented by stores that hand a freed key to the waiter that
+// has waited longest (FIFO) instead of to whoever asks first. Such a store:
+//   - grants a free key to Acquire only if no live waiter is queued ahead of
+//     the token (the releaser cannot jump the queue, with or without Queue);
+//   - queues the token when Acquire with Request.Queue cannot grant the key,
+//     or refreshes its entry; an entry expires TTL after its last refresh, so
+//     a waiter that died delays the others by at most one TTL;
+//   - removes the token from the queue when it acquires, and on Release of
+//     that token (which then returns ErrNotHeld if the token held nothing),
+//     announcing the key to a Notifier's subscribers if the key is free.
+//
+// HeldError.Queued tells how many live waiters were queued ahead.
+type Queuer interface {
+	// QueuesWaiters reports whether the store keeps the queue; a wrapper
+	// returns false when the store it wraps does not.
+	QueuesWaiters() bool
 }
 
 // Limits describe what a backend can honour; see [Limiter].

@@ -21,8 +21,9 @@ import (
 // FaultyStore always implements [lease.BatchRenewer] (delegating to the inner
 // store's RenewMany if it has one, else renewing one by one),
 // [lease.Notifier] (delegating; Subscribe returns an error wrapping
-// errors.ErrUnsupported when the inner store is not a Notifier) and
-// [lease.Limiter] (the inner store's Limits, or zero Limits).
+// errors.ErrUnsupported when the inner store is not a Notifier),
+// [lease.Limiter] (the inner store's Limits, or zero Limits) and
+// [lease.Queuer] (what the inner store reports).
 type FaultyStore struct {
 	inner lease.Store
 
@@ -43,6 +44,7 @@ var (
 	_ lease.BatchRenewer = (*FaultyStore)(nil)
 	_ lease.Notifier     = (*FaultyStore)(nil)
 	_ lease.Limiter      = (*FaultyStore)(nil)
+	_ lease.Queuer       = (*FaultyStore)(nil)
 )
 
 // Faulty returns a FaultyStore over s with no fault switched on.
@@ -183,6 +185,12 @@ func (f *FaultyStore) Limits() lease.Limits {
 		return l.Limits()
 	}
 	return lease.Limits{}
+}
+
+// QueuesWaiters reports whether the inner store queues waiters (lease.Queuer).
+func (f *FaultyStore) QueuesWaiters() bool {
+	q, ok := f.inner.(lease.Queuer)
+	return ok && q.QueuesWaiters()
 }
 
 // Close unblocks blocked renewals and closes the inner store.

@@ -1,10 +1,13 @@
-// The store wrapper whose Close also closes the backend client, keeping the
-// optional interfaces (BatchRenewer, Notifier, Limiter) of the store it wraps.
+// The store wrapper whose Close also closes the backend client, answering the
+// optional interfaces (BatchRenewer, Notifier, Limiter, Queuer) from the store
+// it wraps.
 
 package leaseurl
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/leasekit/lease"
@@ -45,54 +48,52 @@ func Unwrap(s lease.Store) lease.Store {
 	return s
 }
 
-// wrap returns a store that behaves as s, implements exactly the optional
-// interfaces s implements, and whose Close also calls closer.
+// wrap returns a store that behaves as s and whose Close also calls closer.
 func wrap(s lease.Store, closer func() error) lease.Store {
-	o := &owned{Store: s, closer: closer}
-	b, isB := s.(lease.BatchRenewer)
-	n, isN := s.(lease.Notifier)
-	l, isL := s.(lease.Limiter)
-	switch {
-	case isB && isN && isL:
-		return &struct {
-			*owned
-			lease.BatchRenewer
-			lease.Notifier
-			lease.Limiter
-		}{o, b, n, l}
-	case isB && isN:
-		return &struct {
-			*owned
-			lease.BatchRenewer
-			lease.Notifier
-		}{o, b, n}
-	case isB && isL:
-		return &struct {
-			*owned
-			lease.BatchRenewer
-			lease.Limiter
-		}{o, b, l}
-	case isN && isL:
-		return &struct {
-			*owned
-			lease.Notifier
-			lease.Limiter
-		}{o, n, l}
-	case isB:
-		return &struct {
-			*owned
-			lease.BatchRenewer
-		}{o, b}
-	case isN:
-		return &struct {
-			*owned
-			lease.Notifier
-		}{o, n}
-	case isL:
-		return &struct {
-			*owned
-			lease.Limiter
-		}{o, l}
+	return &owned{Store: s, closer: closer}
+}
+
+// The optional interfaces: an owned store offers each of them and answers
+// from the store it wraps, so the Client sees the same capabilities.
+var (
+	_ lease.BatchRenewer = (*owned)(nil)
+	_ lease.Notifier     = (*owned)(nil)
+	_ lease.Limiter      = (*owned)(nil)
+	_ lease.Queuer       = (*owned)(nil)
+)
+
+// RenewMany uses the wrapped store's RenewMany, or renews one by one (only
+// the file store lacks it, and its renewals are local system calls).
+func (o *owned) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	if b, ok := o.Store.(lease.BatchRenewer); ok {
+		return b.RenewMany(ctx, rs)
 	}
-	return o
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		errs[i] = o.Store.Renew(ctx, r)
+	}
+	return errs
+}
+
+// Subscribe uses the wrapped store's Subscribe; without one the Client's
+// waiters sleep until the holder's TTL runs out.
+func (o *owned) Subscribe(ctx context.Context) (lease.Subscription, error) {
+	if n, ok := o.Store.(lease.Notifier); ok {
+		return n.Subscribe(ctx)
+	}
+	return nil, fmt.Errorf("leaseurl: the store announces no releases: %w", errors.ErrUnsupported)
+}
+
+// Limits returns the wrapped store's limits, if it has any.
+func (o *owned) Limits() lease.Limits {
+	if l, ok := o.Store.(lease.Limiter); ok {
+		return l.Limits()
+	}
+	return lease.Limits{}
+}
+
+// QueuesWaiters reports whether the wrapped store queues waiters.
+func (o *owned) QueuesWaiters() bool {
+	q, ok := o.Store.(lease.Queuer)
+	return ok && q.QueuesWaiters()
 }

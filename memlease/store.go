@@ -33,6 +33,7 @@ type state struct {
 	mu     sync.Mutex
 	held   map[string]entry           // key -> holder; expired entries count as free
 	fences map[string]uint64          // key -> last fence granted, kept forever
+	queues map[string][]waiter        // key -> waiters in arrival order (see queue.go)
 	subs   map[*subscription]struct{} // open subscriptions of every handle
 }
 
@@ -70,6 +71,7 @@ func New(opts ...Option) *Store {
 		limits: cfg.limits,
 		held:   make(map[string]entry),
 		fences: make(map[string]uint64),
+		queues: make(map[string][]waiter),
 		subs:   make(map[*subscription]struct{}),
 	}
 	return &Store{st: st}
@@ -85,9 +87,11 @@ func (s *Store) Handle() *Store { return &Store{st: s.st} }
 func (s *Store) Limits() lease.Limits { return s.st.limits }
 
 // Acquire takes r.Key for r.Token for r.TTL if the key is free or its holder
-// expired, with a fence one above the last fence granted for the key. If
-// r.Token already holds the key it refreshes the TTL and returns the same
-// fence. If another token holds it, the error is a *[lease.HeldError].
+// expired and no live waiter is queued ahead of r.Token, with a fence one above
+// the last fence granted for the key. If r.Token already holds the key it
+// refreshes the TTL and returns the same fence. Otherwise the error is a
+// *[lease.HeldError], and with r.Queue the token is queued (see
+// [lease.Queuer]).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := s.check(ctx, "acquire"); err != nil {
 		return lease.Grant{}, err
@@ -99,15 +103,27 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := st.clock.Now()
+	q := st.liveQueueLocked(r.Key, now)
 	if e, ok := st.held[r.Key]; ok && now.Before(e.expires) {
 		if e.token != r.Token {
-			return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now)}
+			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: aheadLocked(q, r.Token)}
+			if r.Queue {
+				st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL))
+			}
+			return lease.Grant{}, held
 		}
 		e.holder = r.Holder
 		e.expires = now.Add(r.TTL)
 		st.held[r.Key] = e
 		return lease.Grant{Fence: e.fence}, nil
 	}
+	if ahead := aheadLocked(q, r.Token); ahead > 0 {
+		if r.Queue {
+			st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL))
+		}
+		return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: ahead}
+	}
+	st.dequeueLocked(r.Key, r.Token)
 	fence := st.fences[r.Key] + 1
 	st.fences[r.Key] = fence
 	st.held[r.Key] = entry{token: r.Token, holder: r.Holder, fence: fence, expires: now.Add(r.TTL)}
@@ -147,7 +163,9 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 }
 
 // Release frees r.Key if r.Token still holds it and announces the release to
-// every open subscription; otherwise the error matches [lease.ErrNotHeld].
+// every open subscription; otherwise the error matches [lease.ErrNotHeld]. It
+// also takes r.Token out of the key's queue of waiters, announcing the key if
+// it is free so that the next waiter looks again.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := s.check(ctx, "release"); err != nil {
 		return err
@@ -158,14 +176,26 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, err := st.holdingLocked(r, st.clock.Now()); err != nil {
+	now := st.clock.Now()
+	if _, err := st.holdingLocked(r, now); err != nil {
+		if st.dequeueLocked(r.Key, r.Token) {
+			if e, ok := st.held[r.Key]; !ok || !now.Before(e.expires) {
+				st.announceLocked(r.Key)
+			}
+		}
 		return err
 	}
 	delete(st.held, r.Key)
-	for sub := range st.subs {
-		sub.announceLocked(r.Key)
-	}
+	st.announceLocked(r.Key)
 	return nil
+}
+
+// announceLocked tells every open subscription that key may be free; st.mu
+// is held.
+func (st *state) announceLocked(key string) {
+	for sub := range st.subs {
+		sub.announceLocked(key)
+	}
 }
 
 // Inspect reports who holds key. For a free key Info.Held is false and

@@ -389,10 +389,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	dir := t.TempDir()
 	addr := freePort(t)
-	cmd, out := background(t, "run", "--store", store, "--key", key, "--ttl", "600ms", "--metrics-addr", addr, "--",
+	cmd, out := background(t, "run", "--store", store, "--key", key, "--ttl", "2s", "--metrics-addr", addr, "--",
 		"sh", "-c", `echo ready > "$0/ready"; while [ ! -e "$0/stop" ]; do sleep 0.1; done`, dir)
 	waitFile(t, filepath.Join(dir, "ready"), 20*time.Second)
-	time.Sleep(time.Second) // a few heartbeats
+	time.Sleep(1500 * time.Millisecond) // two heartbeats (every TTL/3)
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape: %v\n%s", err, out.String())
@@ -410,7 +410,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	if strings.Contains(text, "lease_renewals_total 0\n") {
-		t.Error("no renewal counted after 1 s with a 600 ms TTL")
+		t.Error("no renewal counted after 1.5 s with a 2 s TTL")
 	}
 	if strings.Contains(text, key) {
 		t.Error("the key appears in the metrics without --metrics-key-label")
