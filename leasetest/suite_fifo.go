@@ -1,0 +1,158 @@
+// Conformance: FIFO hand-off for stores that queue waiters (lease.Queuer).
+
+package leasetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// queuer returns s as a lease.Queuer that queues waiters, or logs and returns
+// false: the FIFO subtests then have nothing to check on this store.
+func (e *env) queuer(s lease.Store) bool {
+	e.t.Helper()
+	if q, ok := s.(lease.Queuer); ok && q.QueuesWaiters() {
+		return true
+	}
+	e.t.Logf("%T does not queue waiters (lease.Queuer): FIFO hand-off is not promised", s)
+	return false
+}
+
+// queue asks s to acquire r with Request.Queue and checks that it is refused
+// with ahead waiters queued before it.
+func (e *env) queue(s lease.Store, r lease.Request, ahead int) {
+	e.t.Helper()
+	r.Queue = true
+	_, err := s.Acquire(e.ctx, r)
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		e.t.Fatalf("queued Acquire(%q) for %s = %v, want a *lease.HeldError", r.Key, r.Holder, err)
+	}
+	if he.Queued != ahead {
+		e.t.Fatalf("queued Acquire(%q) for %s: HeldError.Queued = %d, want %d waiters ahead", r.Key, r.Holder, he.Queued, ahead)
+	}
+}
+
+// grant acquires r (with Request.Queue) and fails unless it is granted.
+func (e *env) grant(s lease.Store, r lease.Request) lease.Grant {
+	e.t.Helper()
+	r.Queue = true
+	g, err := s.Acquire(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("Acquire(%q) for %s, first in the queue: %v", r.Key, r.Holder, err)
+	}
+	return g
+}
+
+func (e *env) request(key, holder string, ttl time.Duration) lease.Request {
+	return lease.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
+}
+
+// testFIFOOrder: waiters get a freed key in arrival order; neither the
+// releaser nor a newcomer can take it while waiters are queued.
+func testFIFOOrder(e *env) {
+	s1, s2 := e.store(), e.store()
+	if !e.queuer(s1) {
+		return
+	}
+	key, ttl := e.key("fifo"), 4*e.ttl
+	a, ga := e.storeAcquire(s1, key, "A", ttl)
+	b, c := e.request(key, "B", ttl), e.request(key, "C", ttl)
+	e.queue(s2, b, 0)
+	e.queue(s1, c, 1)
+	e.queue(s2, b, 0) // a refresh keeps B's place
+	if err := s1.Release(e.ctx, a); err != nil {
+		e.t.Fatalf("A's Release: %v", err)
+	}
+	// Free, but reserved for B: C (queued), a newcomer and the releaser wait.
+	e.queue(s1, c, 1)
+	if _, err := s2.Acquire(e.ctx, e.request(key, "newcomer", ttl)); !errors.Is(err, lease.ErrHeld) {
+		e.t.Fatalf("a newcomer's Acquire while B is queued = %v, want ErrHeld", err)
+	}
+	again := e.request(key, "A again", ttl)
+	if _, err := s1.Acquire(e.ctx, again); !errors.Is(err, lease.ErrHeld) {
+		e.t.Fatalf("the releaser's Acquire while B is queued = %v, want ErrHeld", err)
+	}
+	gb := e.grant(s2, b)
+	if gb.Fence <= ga.Fence {
+		e.t.Errorf("B's fence %d is not above A's %d", gb.Fence, ga.Fence)
+	}
+	e.queue(s1, c, 0) // B left the queue when it acquired
+	if err := s2.Release(e.ctx, b); err != nil {
+		e.t.Fatalf("B's Release: %v", err)
+	}
+	gc := e.grant(s1, c)
+	if gc.Fence <= gb.Fence {
+		e.t.Errorf("C's fence %d is not above B's %d", gc.Fence, gb.Fence)
+	}
+	if err := s1.Release(e.ctx, c); err != nil {
+		e.t.Fatalf("C's Release: %v", err)
+	}
+	// The queue is empty again: anyone may take the key.
+	e.storeAcquire(s2, key, "newcomer", ttl)
+}
+
+// testFIFOWaiterExpires: a waiter that stops refreshing its entry leaves the
+// queue after its TTL, so a dead waiter delays the others by at most a TTL.
+func testFIFOWaiterExpires(e *env) {
+	s := e.store()
+	if !e.queuer(s) {
+		return
+	}
+	key, long := e.key("fifo-expiry"), 6*e.ttl
+	a, _ := e.storeAcquire(s, key, "A", long)
+	dead, c := e.request(key, "dead", e.ttl), e.request(key, "C", long)
+	e.queue(s, dead, 0)
+	e.queue(s, c, 1)
+	if err := s.Release(e.ctx, a); err != nil {
+		e.t.Fatalf("A's Release: %v", err)
+	}
+	e.queue(s, c, 1) // the dead waiter's entry is still live
+	e.sleep(e.expiryWait())
+	e.grant(s, c)
+}
+
+// testFIFOGiveUp: a waiter that gives up (Release of its token) leaves the
+// queue at once, and the release reports ErrNotHeld since it held nothing.
+func testFIFOGiveUp(e *env) {
+	s := e.store()
+	if !e.queuer(s) {
+		return
+	}
+	key, ttl := e.key("fifo-giveup"), 4*e.ttl
+	a, _ := e.storeAcquire(s, key, "A", ttl)
+	b, c := e.request(key, "B", ttl), e.request(key, "C", ttl)
+	e.queue(s, b, 0)
+	e.queue(s, c, 1)
+	e.wantNotHeld(s.Release(e.ctx, b), "Release of a queued token that holds nothing")
+	e.queue(s, c, 0)
+	if err := s.Release(e.ctx, a); err != nil {
+		e.t.Fatalf("A's Release: %v", err)
+	}
+	e.grant(s, c)
+}
+
+// fifoCases are the FIFO subtests; Run includes them.
+var fifoCases = []struct {
+	name string
+	fn   func(e *env)
+}{
+	{"FIFOOrder", testFIFOOrder},
+	{"FIFOWaiterExpires", testFIFOWaiterExpires},
+	{"FIFOGiveUp", testFIFOGiveUp},
+}
+
+// RunFIFO runs only the FIFO subtests of the suite (Run runs them too): a
+// shortcut while developing a store's queue of waiters.
+func RunFIFO(t *testing.T, h Harness) {
+	t.Helper()
+	if h.TTL == 0 {
+		h.TTL = DefaultTTL
+	}
+	for _, tc := range fifoCases {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(newEnv(t, h)) })
+	}
+}
