@@ -1,13 +1,22 @@
--- acquire.lua: take a lease if it is free, refresh it if the caller's token
--- already holds it, or report the current holder.
+-- acquire.lua: take a lease if it is free and no live waiter is queued ahead
+-- of the caller, refresh it if the caller's token already holds it, or report
+-- the current holder (queueing the caller, or refreshing its queue entry, if
+-- asked to).
 --
 -- KEYS[1] lease hash (fields token, holder, fence)
--- KEYS[2] fence counter (plain string, no TTL; same hash slot as KEYS[1])
--- ARGV[1] token, ARGV[2] holder, ARGV[3] TTL in whole milliseconds
+-- KEYS[2] fence counter (plain string, no TTL)
+-- KEYS[3] queue: zset of waiting tokens, score = arrival order
+-- KEYS[4] queue expiries: zset of the same tokens, score = entry expiry (ms)
+--         (all four keys share one hash tag, hence one cluster slot)
+-- ARGV[1] token, ARGV[2] holder, ARGV[3] TTL in whole milliseconds,
+-- ARGV[4] '1' to queue the token when it cannot be granted the key
 --
 -- Returns {1, fence} when the caller holds the lease afterwards, or
--- {0, holder, pttl, fence} when someone else holds it. Fences are returned
--- as decimal strings so no float formatting happens on the way out.
+-- {0, holder, pttl, fence, ahead} when it does not: held by someone else, or
+-- free ('' holder, fence '0') but reserved for the ahead > 0 live waiters
+-- queued before the caller (all of them if the caller is not queued). Fences
+-- are returned as decimal strings so no float formatting happens on the way
+-- out.
 
 -- Redis 3.2-4.x need effects replication because TIME is not deterministic;
 -- from 5.0 on it is the default and this call is a no-op.
@@ -15,28 +24,84 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
-if cur[1] then
-  if cur[1] == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, cur[3] or '0'}
-  end
-  return {0, cur[2] or '', redis.call('PTTL', KEYS[1]), cur[3] or '0'}
+local token, ttl = ARGV[1], tonumber(ARGV[3])
+local t = redis.call('TIME')
+local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nowms = math.floor(nowus / 1000)
+
+-- Drop the waiters whose entry expired (not refreshed for their TTL).
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms)
+for _, w in ipairs(expired) do
+  redis.call('ZREM', KEYS[3], w)
+  redis.call('ZREM', KEYS[4], w)
 end
 
--- Free. The new fence is larger than the last one granted for this key and
--- at least the server's clock in microseconds, so it keeps growing even when
--- the counter was lost (a restart without persistence, a failover).
+-- rank: the caller's place in the queue (nil if not queued); ahead: how many
+-- live waiters are before it.
+local rank = redis.call('ZRANK', KEYS[3], token)
+local ahead = rank
+if not rank then
+  ahead = redis.call('ZCARD', KEYS[3])
+end
+
+-- enqueue appends the caller (arrival = the server clock in microseconds, but
+-- always after the last waiter, should the clock step back) or refreshes its
+-- entry in place, and makes the queue keys outlive their last entry by
+-- nothing, so an abandoned queue vanishes.
+local function enqueue()
+  if not rank then
+    local arrival = nowus
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    if last[2] and tonumber(last[2]) >= arrival then
+      arrival = tonumber(last[2]) + 1
+    end
+    redis.call('ZADD', KEYS[3], string.format('%.0f', arrival), token)
+  end
+  redis.call('ZADD', KEYS[4], string.format('%.0f', nowms + ttl), token)
+  local maxexp = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  local keep = tonumber(maxexp[2]) - nowms
+  redis.call('PEXPIRE', KEYS[3], keep)
+  redis.call('PEXPIRE', KEYS[4], keep)
+end
+
+local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
+if cur[1] then
+  if cur[1] == token then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    return {1, cur[3] or '0'}
+  end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[4] == '1' then
+    enqueue()
+  end
+  return {0, cur[2] or '', pttl, cur[3] or '0', ahead}
+end
+
+-- Free, but reserved for the waiters queued ahead.
+if ahead > 0 then
+  if ARGV[4] == '1' then
+    enqueue()
+  end
+  return {0, '', 0, '0', ahead}
+end
+
+-- Free and the caller is first: it leaves the queue.
+if rank then
+  redis.call('ZREM', KEYS[3], token)
+  redis.call('ZREM', KEYS[4], token)
+end
+
+-- The new fence is larger than the last one granted for this key and at
+-- least the server's clock in microseconds, so it keeps growing even when the
+-- counter was lost (a restart without persistence, a failover).
 local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local fence = last + 1
-if now > fence then
-  fence = now
+if nowus > fence then
+  fence = nowus
 end
 fence = string.format('%.0f', fence)
 
 redis.call('SET', KEYS[2], fence)
-redis.call('HSET', KEYS[1], 'token', ARGV[1], 'holder', ARGV[2], 'fence', fence)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
+redis.call('PEXPIRE', KEYS[1], ttl)
 return {1, fence}

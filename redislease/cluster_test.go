@@ -83,13 +83,16 @@ func TestCluster(t *testing.T) {
 	t.Run("Slots", func(t *testing.T) {
 		for _, k := range []string{"plain", "a{b}c", "{", "}", "{}", "}{", "%7B", "ключ 🔑", "x{y}z{w}"} {
 			lk, fk := leaseKey(s.Prefix(), k), fenceKey(s.Prefix(), k)
+			qk, xk := queueKey(s.Prefix(), k), queueExpiryKey(s.Prefix(), k)
 			a, err1 := c.ClusterKeySlot(ctx, lk).Result()
 			b, err2 := c.ClusterKeySlot(ctx, fk).Result()
-			if err := errors.Join(err1, err2); err != nil {
+			q, err3 := c.ClusterKeySlot(ctx, qk).Result()
+			x, err4 := c.ClusterKeySlot(ctx, xk).Result()
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
 				t.Fatal(err)
 			}
-			if a != b || int(a) != hashSlot(lk) {
-				t.Errorf("key %q: CLUSTER KEYSLOT %d / %d, crc16 %d", k, a, b, hashSlot(lk))
+			if a != b || a != q || a != x || int(a) != hashSlot(lk) {
+				t.Errorf("key %q: CLUSTER KEYSLOT %d / %d / %d / %d, crc16 %d", k, a, b, q, x, hashSlot(lk))
 			}
 			r := req(k, token(t), "h", 10*time.Second)
 			g, err := s.Acquire(ctx, r) // CROSSSLOT would fail here
@@ -99,8 +102,31 @@ func TestCluster(t *testing.T) {
 			if info, err := other.Inspect(ctx, k); err != nil || !info.Held || info.Fence != g.Fence {
 				t.Errorf("Inspect(%q) = %+v, %v", k, info, err)
 			}
+			// A waiter queues (all four keys in one script) and is granted
+			// the key after the release.
+			w := req(k, token(t), "w", 10*time.Second)
+			w.Queue = true
+			var he *lease.HeldError
+			if _, err := other.Acquire(ctx, w); !errors.As(err, &he) || he.Queued != 0 || he.Holder != "h" {
+				t.Fatalf("queued Acquire(%q) = %v, want held by h, 0 queued ahead", k, err)
+			}
+			if _, err := s.Acquire(ctx, req(k, token(t), "x", time.Second)); !errors.As(err, &he) || he.Queued != 1 {
+				t.Fatalf("Acquire(%q) behind the waiter = %v, want 1 queued ahead", k, err)
+			}
+			if n := c.Exists(ctx, qk, xk).Val(); n != 2 {
+				t.Errorf("key %q: %d queue keys, want 2", k, n)
+			}
 			if err := s.Release(ctx, r); err != nil {
 				t.Fatalf("Release(%q): %v", k, err)
+			}
+			if _, err := other.Acquire(ctx, w); err != nil {
+				t.Fatalf("the waiter's Acquire(%q) after the release: %v", k, err)
+			}
+			if err := other.Release(ctx, w); err != nil {
+				t.Fatalf("the waiter's Release(%q): %v", k, err)
+			}
+			if n := c.Exists(ctx, qk, xk).Val(); n != 0 {
+				t.Errorf("key %q: %d queue keys left, want none", k, n)
 			}
 		}
 	})
@@ -168,6 +194,12 @@ func TestCluster(t *testing.T) {
 			}
 		}
 		t.Logf("40 leases on %d masters renewed in one RenewMany", nodes.Load())
+	})
+
+	t.Run("FIFO", func(t *testing.T) {
+		runFIFO(t, c, func() redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		})
 	})
 
 	t.Run("Subscribe", func(t *testing.T) {

@@ -15,11 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// runConformance runs the suite with stores that each get a fresh client
-// from newClient (closed when the subtest ends) and prefix "leasetest:<ns>:".
-// The namespaces' keys are deleted through admin once the whole suite ends:
-// not earlier, since stores of one namespace outlive each other.
-func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
+// harness makes stores that each get a fresh client from newClient (closed
+// when the subtest ends) and prefix "leasetest:<ns>:". The namespaces' keys
+// are deleted through admin once the whole test ends: not earlier, since
+// stores of one namespace outlive each other.
+func harness(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) leasetest.Harness {
 	var mu sync.Mutex
 	var prefixes []string
 	t.Cleanup(func() {
@@ -29,7 +29,7 @@ func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() 
 			deletePrefix(admin, p)
 		}
 	})
-	leasetest.Run(t, leasetest.Harness{
+	return leasetest.Harness{
 		NewStore: func(t testing.TB, ns string) lease.Store {
 			prefix := "leasetest:" + ns + ":"
 			mu.Lock()
@@ -43,7 +43,17 @@ func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() 
 			}
 			return s
 		},
-	})
+	}
+}
+
+// runConformance runs the suite with the stores of harness.
+func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
+	leasetest.Run(t, harness(t, admin, newClient))
+}
+
+// runFIFO runs the FIFO subtests of the suite with the stores of harness.
+func runFIFO(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
+	leasetest.RunFIFO(t, harness(t, admin, newClient))
 }
 
 func TestConformance(t *testing.T) {

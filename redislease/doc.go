@@ -37,12 +37,16 @@
 //   - P + "{" + esc(K) + "}:fence": the last fence granted for K, with no
 //     TTL. It survives releases and expiries, so it stays in Redis for every
 //     key ever leased (a few dozen bytes per distinct key).
+//   - P + "{" + esc(K) + "}:q" and P + "{" + esc(K) + "}:qx": K's FIFO
+//     queue of waiters (see below), two sorted sets of waiting tokens scored
+//     by arrival order and by entry expiry. They exist only while waiters are
+//     queued.
 //   - P + "released": the Pub/Sub channel on which a release publishes K.
 //
 // esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
 // Cluster hash tag is always exactly the escaped key (never empty, since
-// empty keys are rejected): a lease hash and its fence counter always live
-// in the same cluster slot, which the Lua scripts require. The prefix must
+// empty keys are rejected): a lease hash, its fence counter and its queue
+// always live in the same cluster slot, which the Lua scripts require. The prefix must
 // not contain '{' or '}'.
 //
 // There is ONE release channel per namespace: every subscribed client of a
@@ -52,6 +56,34 @@
 // A *redis.Ring also works, but its shards do not forward Pub/Sub messages
 // to each other, so a subscriber only hears releases of keys on the shard of
 // the channel; other waiters fall back to waiting for the holder's TTL.
+//
+// # FIFO queue of waiters
+//
+// The store is a [lease.Queuer]: a freed key goes to the waiter that has
+// waited longest, not to whoever asks first (the releaser included). The
+// lease Client's Acquire queues its token (Request.Queue) and refreshes the
+// entry on each attempt; TryAcquire is never queued but is refused, with a
+// *lease.HeldError whose Queued counts the waiters, while waiters are queued
+// on a free key.
+//
+// The queue of K is two sorted sets with the waiting tokens as members. In
+// ":q" the score is the arrival order: the server clock (TIME) in
+// microseconds when the token was first queued, or one more than the last
+// waiter's score if that is not larger, so order never goes back, even if the
+// clock does; a refresh keeps the score, hence the place. In ":qx" the score
+// is when the entry expires, in milliseconds of the same server clock as the
+// lease expiries: now + TTL, moved forward by each refresh. Acquire first drops
+// the expired entries (a waiter that died delays the others by at most its
+// TTL); then it counts the live entries ahead of the caller, grants the key
+// only if it is free and that count is zero (removing the caller's entry),
+// and otherwise queues or refreshes the caller if asked. Whenever an entry is
+// added or refreshed, both sets are given a PEXPIRE equal to the latest entry
+// expiry, so a queue whose waiters all died vanishes by itself; a queue whose
+// last entry leaves is deleted at once (Redis removes empty sorted sets).
+// Release also removes the token's entry; if that removed an entry while the
+// key is free (a waiter gave up) it publishes K, so the next waiter looks
+// again. All of this happens inside the acquire and release scripts: still
+// one EVALSHA, one round trip, per operation.
 //
 // # Operations
 //

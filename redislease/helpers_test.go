@@ -117,6 +117,10 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func leaseKey(prefix, key string) string { return prefix + "{" + escaper.Replace(key) + "}" }
 func fenceKey(prefix, key string) string { return leaseKey(prefix, key) + ":fence" }
+func queueKey(prefix, key string) string { return leaseKey(prefix, key) + ":q" }
+func queueExpiryKey(prefix, key string) string {
+	return leaseKey(prefix, key) + ":qx"
+}
 
 // hashSlot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or
 // of the whole key if it has none, modulo 16384.

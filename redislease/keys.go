@@ -1,4 +1,5 @@
-// Redis key layout: lease hash, fence counter and release channel names.
+// Redis key layout: lease hash, fence counter, queue of waiters and release
+// channel names.
 
 package redislease
 
@@ -16,4 +17,16 @@ func (s *Store) leaseKey(key string) string {
 // fenceKey is key's fence counter, in the same cluster slot as leaseKey.
 func (s *Store) fenceKey(key string) string {
 	return s.leaseKey(key) + ":fence"
+}
+
+// queueKey is key's queue of waiters (a zset: token -> arrival order), in the
+// same cluster slot as leaseKey.
+func (s *Store) queueKey(key string) string {
+	return s.leaseKey(key) + ":q"
+}
+
+// queueExpiryKey holds the expiry of each entry of queueKey (a zset: token ->
+// expiry in Unix milliseconds of the server clock), in the same cluster slot.
+func (s *Store) queueExpiryKey(key string) string {
+	return s.leaseKey(key) + ":qx"
 }

@@ -1,11 +1,12 @@
-// Each operation is one command (EVALSHA) and one round trip; RenewMany is
-// one pipeline. Measured on a private server with CONFIG RESETSTAT and INFO
+// Each operation is one command (EVALSHA) and one round trip, queued waiters
+// included; RenewMany is one pipeline. Measured on a private server with CONFIG RESETSTAT and INFO
 // commandstats, and on the client with a go-redis hook.
 
 package redislease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -67,6 +68,16 @@ func (h *countHook) reset() {
 var inScript = map[string]bool{
 	"hmget": true, "hget": true, "hset": true, "get": true, "set": true, "del": true,
 	"pexpire": true, "pttl": true, "time": true, "publish": true,
+	"zadd": true, "zrem": true, "zrank": true, "zcard": true, "zrange": true, "zrangebyscore": true,
+}
+
+// heldWith returns nil if err is a *lease.HeldError with queued waiters ahead.
+func heldWith(err error, queued int) error {
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.Queued != queued {
+		return fmt.Errorf("got %v, want a HeldError with %d queued ahead", err, queued)
+	}
+	return nil
 }
 
 func TestRoundTrips(t *testing.T) {
@@ -107,6 +118,8 @@ func TestRoundTrips(t *testing.T) {
 	}
 
 	r := req("job", token(t), "h", time.Minute)
+	w1, w2 := req("job", token(t), "w1", time.Minute), req("job", token(t), "w2", time.Minute)
+	w1.Queue, w2.Queue = true, true
 	ops := []struct {
 		name      string
 		evalsha   int // commands the server must see
@@ -124,7 +137,21 @@ func TestRoundTrips(t *testing.T) {
 			return nil
 		}},
 		{"Inspect", 1, 0, func() error { _, err := s.Inspect(ctx, "job"); return err }},
+		{"Acquire(queue, held)", 1, 0, func() error { _, err := s.Acquire(ctx, w1); return heldWith(err, 0) }},
+		{"Acquire(queue, 1 ahead)", 1, 0, func() error { _, err := s.Acquire(ctx, w2); return heldWith(err, 1) }},
 		{"Release", 1, 0, func() error { return s.Release(ctx, r) }},
+		{"Acquire(reserved)", 1, 0, func() error {
+			_, err := s.Acquire(ctx, req("job", token(t), "x", time.Minute))
+			return heldWith(err, 2)
+		}},
+		{"Release(queued waiter)", 1, 0, func() error {
+			if err := s.Release(ctx, w1); !errors.Is(err, lease.ErrNotHeld) {
+				return fmt.Errorf("got %v, want ErrNotHeld", err)
+			}
+			return nil
+		}},
+		{"Acquire(queue, first)", 1, 0, func() error { _, err := s.Acquire(ctx, w2); return err }},
+		{"Release(after queue)", 1, 0, func() error { return s.Release(ctx, w2) }},
 	}
 	for _, op := range ops {
 		if err := admin.ConfigResetStat(ctx).Err(); err != nil {

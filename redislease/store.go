@@ -23,6 +23,7 @@ var (
 	_ lease.BatchRenewer = (*Store)(nil)
 	_ lease.Notifier     = (*Store)(nil)
 	_ lease.Limiter      = (*Store)(nil)
+	_ lease.Queuer       = (*Store)(nil)
 )
 
 // Store keeps leases in Redis. It is safe for concurrent use and holds no
@@ -68,15 +69,26 @@ func (s *Store) Limits() lease.Limits {
 // was given stays open (its owner closes it).
 func (s *Store) Close() error { return nil }
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free, refreshes the
-// TTL if r.Token already holds it, and otherwise returns a *lease.HeldError.
+// QueuesWaiters reports true: the store hands a freed key to the waiter that
+// has waited longest (see [lease.Queuer] and the package documentation).
+func (s *Store) QueuesWaiters() bool { return true }
+
+// Acquire takes r.Key for r.Token for r.TTL if it is free and no live waiter
+// is queued ahead of r.Token, refreshes the TTL if r.Token already holds it,
+// and otherwise returns a *lease.HeldError whose Queued counts the waiters
+// ahead. With r.Queue, a refused token is queued, or its entry refreshed for
+// r.TTL (see [lease.Queuer]); a granted token leaves the queue.
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
+	queue := "0"
+	if r.Queue {
+		queue = "1"
+	}
 	res, err := acquireScript.Run(ctx, s.client,
-		[]string{s.leaseKey(r.Key), s.fenceKey(r.Key)},
-		r.Token, r.Holder, ttlMillis(r.TTL)).Slice()
+		[]string{s.leaseKey(r.Key), s.fenceKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
+		r.Token, r.Holder, ttlMillis(r.TTL), queue).Slice()
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
@@ -94,10 +106,11 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	holder, err1 := replyString(res, 1)
 	pttl, err2 := replyInt(res, 2)
 	fence, err3 := replyUint(res, 3)
-	if err := firstErr(err1, err2, err3); err != nil {
+	ahead, err4 := replyInt(res, 4)
+	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl)}
+	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token still holds it, and
@@ -122,12 +135,15 @@ func renewResult(key string, n int64, err error) error {
 
 // Release frees r.Key if r.Token holds it and publishes the key on the
 // release channel; otherwise it returns an error wrapping lease.ErrNotHeld.
-// The key's fence counter is kept.
+// The key's fence counter is kept. It also takes r.Token out of the key's
+// queue of waiters, publishing the key if that removed an entry while the key
+// is free, so that the next waiter looks again.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}
-	n, err := releaseScript.Run(ctx, s.client, []string{s.leaseKey(r.Key)}, r.Token, s.channel, r.Key).Int64()
+	n, err := releaseScript.Run(ctx, s.client, []string{s.leaseKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
+		r.Token, s.channel, r.Key).Int64()
 	if err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}

@@ -367,8 +367,9 @@ func TestFenceClockWhenCounterLost(t *testing.T) {
 	}
 }
 
-// Every key maps to a hash and a counter in one cluster slot, whose hash tag
-// is the escaped key, and distinct keys never share Redis keys.
+// Every key maps to a hash, a counter and the two zsets of its queue of
+// waiters in one cluster slot, whose hash tag is the escaped key, and distinct
+// keys never share Redis keys.
 func TestKeyLayout(t *testing.T) {
 	c := sharedClient(t)
 	s := newStore(t, c)
@@ -379,17 +380,33 @@ func TestKeyLayout(t *testing.T) {
 		strings.Repeat("{}%", redislease.MaxKeyLen/3) + "xy",
 	}
 	fences := map[string]uint64{}
+	waiters := map[string]lease.Request{}
 	for _, k := range keys {
 		g, err := s.Acquire(ctx, req(k, token(t), "h:"+k, 10*time.Second))
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", k, err) // a collision would be ErrHeld
 		}
 		fences[k] = g.Fence
+		w := req(k, token(t), "w", 10*time.Second)
+		w.Queue = true
+		if _, err := s.Acquire(ctx, w); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("queued Acquire(%q) = %v, want ErrHeld", k, err)
+		}
+		waiters[k] = w
 	}
 	for _, k := range keys {
 		lk, fk := leaseKey(s.Prefix(), k), fenceKey(s.Prefix(), k)
-		if n, err := c.Exists(ctx, lk, fk).Result(); err != nil || n != 2 {
-			t.Errorf("key %q: EXISTS %q %q = %d, %v; want 2", k, lk, fk, n, err)
+		qk, xk := queueKey(s.Prefix(), k), queueExpiryKey(s.Prefix(), k)
+		if n, err := c.Exists(ctx, lk, fk, qk, xk).Result(); err != nil || n != 4 {
+			t.Errorf("key %q: EXISTS %q %q %q %q = %d, %v; want 4", k, lk, fk, qk, xk, n, err)
+		}
+		for _, rk := range []string{qk, xk} {
+			if hashTag(rk) != hashTag(lk) || hashSlot(rk) != hashSlot(lk) {
+				t.Errorf("key %q: queue key %q has hash tag %q, want %q", k, rk, hashTag(rk), hashTag(lk))
+			}
+			if q := c.ZRange(ctx, rk, 0, -1).Val(); len(q) != 1 || q[0] != waiters[k].Token {
+				t.Errorf("key %q: %q holds %v, want the waiter's token", k, rk, q)
+			}
 		}
 		if typ := c.Type(ctx, lk).Val(); typ != "hash" {
 			t.Errorf("key %q: lease key type %q, want hash", k, typ)
@@ -415,8 +432,22 @@ func TestKeyLayout(t *testing.T) {
 	for iter.Next(ctx) {
 		n++
 	}
+	if err := iter.Err(); err != nil || n != 4*len(keys) {
+		t.Errorf("%d Redis keys under the prefix (err %v), want %d", n, err, 4*len(keys))
+	}
+	// Once the waiters leave, only hashes and counters remain.
+	for _, k := range keys {
+		if err := s.Release(ctx, waiters[k]); !errors.Is(err, lease.ErrNotHeld) {
+			t.Errorf("waiter's Release(%q) = %v, want ErrNotHeld", k, err)
+		}
+	}
+	n = 0
+	iter = c.Scan(ctx, 0, escapeGlob(s.Prefix())+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n++
+	}
 	if err := iter.Err(); err != nil || n != 2*len(keys) {
-		t.Errorf("%d Redis keys under the prefix (err %v), want %d", n, err, 2*len(keys))
+		t.Errorf("%d Redis keys under the prefix once the waiters left (err %v), want %d", n, err, 2*len(keys))
 	}
 }
 
