@@ -1,5 +1,6 @@
-// Acquire and Inspect: create a holder node, then the lowest live node of
-// the key's parent holds the key.
+// Acquire and Inspect: create a node, then the lowest live node of the
+// key's parent holds the key (unless it is a queued waiter's entry: the key
+// is then free but reserved for that waiter).
 
 package zklease
 
@@ -19,38 +20,62 @@ import (
 // other clients can cause.
 const maxRounds = 64
 
-// Acquire implements lease.Store. It creates our holder node (ephemeral,
+// Acquire implements lease.Store. It creates our node (ephemeral,
 // sequential, named after the token) in one round trip that also tells the
-// fence and the server's time, lists the key's holder nodes, and grants the
-// key if ours is the lowest. Otherwise it looks at the lowest node: if its
-// holder stopped renewing for its TTL it deletes it (version-checked) and
-// looks again; if it is live it deletes ours and returns a *lease.HeldError.
-// A key free of nodes costs two round trips; a held key four (five while a
-// subscription is open: the watch on the holder's node).
+// fence and the server's time, lists the key's nodes, and grants the key if
+// ours is the lowest. Otherwise it looks at the lowest node: if its owner
+// stopped refreshing it for its TTL it deletes it (version-checked) and looks
+// again; if it is live the key is held (or, if it is a queued waiter's,
+// reserved for the queue) and Acquire returns a *lease.HeldError. Without
+// r.Queue it deletes our node first; with r.Queue the node stays as r.Token's
+// entry in the key's FIFO queue (see queue.go) and a later Acquire of the
+// token refreshes it and grants the key once it is the lowest.
+//
+// A key free of nodes costs two round trips; a held key four, plus one for
+// the watch while a subscription is open. A queued token's later attempt
+// costs two when it is granted (list, write) and four (five) while it waits
+// (list, refresh, read the lowest node, watch its predecessor).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := s.check(ctx, r, true); err != nil {
 		return lease.Grant{}, err
 	}
 	lost := s.lostChan()
-	// The same token again through this store: refresh the node it granted.
+	parent := s.parent(r.Key)
+	// The same token again through this store: refresh the node it granted,
+	// or look again from the place of its queue entry.
 	if g, ok := s.remembered(r); ok {
-		st, err := s.refresh(r, g)
+		var gr lease.Grant
+		var err error
+		if g.waiting {
+			gr, err = s.settle(ctx, r, parent, g, false, 0, 0)
+		} else {
+			var st *zk.Stat
+			if st, err = s.refresh(r, g); err == nil {
+				gr = lease.Grant{Fence: uint64(st.Czxid)}
+			}
+		}
+		var held *lease.HeldError
 		switch {
 		case err == nil:
-			return lease.Grant{Fence: uint64(st.Czxid), Lost: lost}, nil
+			gr.Lost = lost
+			return gr, nil
+		case errors.As(err, &held):
+			return lease.Grant{}, err
 		case !errors.Is(err, lease.ErrNotHeld):
 			return lease.Grant{}, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 		}
-		// Expired or gone: acquire anew.
+		// Expired or gone (the lease, or the queue entry): acquire anew,
+		// at the back of the queue.
+		s.forget(r.Token)
 	}
-	parent := s.parent(r.Key)
 	ours, pst, err := s.create(parent, r)
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
 	// The create and a write to the parent ran in one transaction: the
 	// parent's pzxid is our node's czxid and its mtime our node's ctime.
-	g, err := s.settle(ctx, r, parent, ours, pst.Pzxid, pst.Mtime)
+	mine := grant{key: r.Key, path: ours, version: 0, mtime: pst.Mtime, ttlMs: r.TTL.Milliseconds()}
+	g, err := s.settle(ctx, r, parent, mine, true, pst.Pzxid, pst.Mtime)
 	if err != nil {
 		var held *lease.HeldError
 		if errors.As(err, &held) {
@@ -66,7 +91,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 // missing, in a multi with a write to the parent, and returns the node's
 // path and the parent's stat after the transaction.
 func (s *Store) create(parent string, r lease.Request) (string, *zk.Stat, error) {
-	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix(r.Token), Data: encodeData(r), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
+	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix(r.Token), Data: encodeData(r, false), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
 	touch := &zk.SetDataRequest{Path: parent, Data: nil, Version: -1}
 	for attempt := 0; ; attempt++ {
 		res, err := s.conn.Multi(create, touch)
@@ -88,51 +113,75 @@ func (s *Store) create(parent string, r lease.Request) (string, *zk.Stat, error)
 	}
 }
 
-// settle decides an acquisition once our node exists: ours is the node we
-// created, fence its czxid and now its creation time (server ms).
-func (s *Store) settle(ctx context.Context, r lease.Request, parent, ours string, fence, now int64) (lease.Grant, error) {
+// settle decides an acquisition once our node mine exists. fresh: we have
+// just created it (not yet a queue entry), fence is its czxid and now its
+// creation time (server ms). Otherwise mine is r.Token's queue entry, which
+// settle refreshes (the write tells the server's time) unless it grants the
+// key at once.
+func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine grant, fresh bool, fence, now int64) (lease.Grant, error) {
+	ours := mine.path
 	oursName := ours[len(parent)+1:]
+	refreshed := fresh // the creation counts as the entry's first write
 	for range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return lease.Grant{}, err
 		}
 		children, _, err := s.conn.Children(parent)
+		if errors.Is(err, zk.ErrNoNode) && !fresh {
+			return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", ours, lease.ErrNotHeld)
+		}
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("list %s: %w", parent, err)
 		}
 		nodes := sortNodes(children)
-		var mine, older *node
+		ahead, older := -1, -1
 		for i := range nodes {
 			switch {
 			case nodes[i].name == oursName:
-				mine = &nodes[i]
-			case nodes[i].token == r.Token && older == nil:
-				older = &nodes[i]
+				ahead = i
+			case nodes[i].token == r.Token && older < 0:
+				older = i
 			}
 		}
-		if mine == nil {
+		if ahead < 0 {
+			if !fresh {
+				// Dropped after its TTL by another acquirer, or deleted with
+				// our session: the token left the queue.
+				return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", ours, lease.ErrNotHeld)
+			}
 			return lease.Grant{}, fmt.Errorf("our holder node %s vanished (session expired?)", ours)
 		}
-		if older != nil {
-			// The token already has a node: an acquire of the same token
-			// through another store (or session).
-			if nodes[0].name == older.name {
+		if older >= 0 {
+			// The token has another node: an acquire of the same token
+			// through another store (or session), or a create cut off by a
+			// connection loss.
+			if older == 0 {
 				if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 					return lease.Grant{}, fmt.Errorf("delete %s: %w", ours, err)
 				}
-				return s.reacquire(r, parent+"/"+older.name)
+				s.forget(r.Token)
+				return s.reacquire(r, parent+"/"+nodes[older].name)
 			}
 			// A stale node of ours that never held: remove it.
-			if err := s.conn.Delete(parent+"/"+older.name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return lease.Grant{}, fmt.Errorf("delete %s: %w", older.name, err)
+			if err := s.conn.Delete(parent+"/"+nodes[older].name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return lease.Grant{}, fmt.Errorf("delete %s: %w", nodes[older].name, err)
 			}
 			continue
 		}
-		low := nodes[0]
-		if low.name == oursName {
-			s.remember(r, ours, &zk.Stat{Version: 0, Mtime: now})
-			return lease.Grant{Fence: uint64(fence)}, nil
+		if ahead == 0 {
+			return s.grantLowest(r, mine, fence)
 		}
+		if !refreshed {
+			// Refresh our entry (another TTL, same place); the write's mtime
+			// is the server's time.
+			st, err := s.refresh(r, mine)
+			if err != nil {
+				return lease.Grant{}, err
+			}
+			mine.version, mine.mtime, mine.ttlMs = st.Version, st.Mtime, r.TTL.Milliseconds()
+			now, refreshed = st.Mtime, true
+		}
+		low := nodes[0]
 		lowPath := parent + "/" + low.name
 		data, st, err := s.conn.Get(lowPath)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -143,8 +192,9 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent, ours string
 		}
 		d := decodeData(data)
 		if d.expiresAt(st.Mtime) <= now {
-			// Its holder has not renewed for its TTL (its session may live
-			// on): take it away, unless it was renewed since we read it.
+			// Its owner has not refreshed it for its TTL (its session may
+			// live on): take it away, unless it was refreshed since we read
+			// it.
 			err := s.conn.Delete(lowPath, st.Version)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 				return lease.Grant{}, fmt.Errorf("delete expired %s: %w", lowPath, err)
@@ -152,31 +202,64 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent, ours string
 			continue
 		}
 		if s.watching() {
-			// Wake subscribers when the holder's node goes. A child watch on
-			// a node without children fires only on its deletion (a data
-			// watch would fire on every renewal).
-			_, _, ch, err := s.conn.ChildrenW(lowPath)
+			// Wake subscribers when the node goes: a queued waiter watches
+			// its predecessor only (a release wakes the next waiter, not the
+			// whole queue); a plain try watches the lowest node. A child
+			// watch on a node without children fires only on its deletion (a
+			// data watch would fire on every refresh).
+			watched := lowPath
+			if r.Queue || !fresh {
+				watched = parent + "/" + nodes[ahead-1].name
+			}
+			_, _, ch, err := s.conn.ChildrenW(watched)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
 			if err != nil {
-				return lease.Grant{}, fmt.Errorf("watch %s: %w", lowPath, err)
+				return lease.Grant{}, fmt.Errorf("watch %s: %w", watched, err)
 			}
-			s.addWatch(ch, r.Key)
+			s.addWatch(ch, r.Key, watched)
 		}
-		if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			// Not a HeldError: the Client then releases our token, so the
-			// node cannot hold the key for nobody later.
-			return lease.Grant{}, fmt.Errorf("delete %s: %w", ours, err)
+		held := &lease.HeldError{Key: r.Key, Queued: ahead}
+		if !d.Waiting {
+			// The lowest node holds the key; the nodes between it and ours
+			// are queued waiters.
+			held.Holder, held.Fence, held.Remaining = d.Holder, uint64(st.Czxid), remaining(d, st.Mtime, now)
+			held.Queued--
 		}
-		return lease.Grant{}, &lease.HeldError{
-			Key:       r.Key,
-			Holder:    d.Holder,
-			Fence:     uint64(st.Czxid),
-			Remaining: remaining(d, st.Mtime, now),
+		switch {
+		case fresh && r.Queue:
+			// Keep our node as the token's queue entry.
+			mine.waiting = true
+			if _, err := s.refresh(r, mine); err != nil {
+				return lease.Grant{}, fmt.Errorf("queue %s: %w", ours, err)
+			}
+		case fresh:
+			if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				// Not a HeldError: the Client then releases our token, so
+				// the node cannot hold the key for nobody later.
+				return lease.Grant{}, fmt.Errorf("delete %s: %w", ours, err)
+			}
 		}
+		return lease.Grant{}, held
 	}
-	return lease.Grant{}, fmt.Errorf("the holder nodes of %s kept changing for %d rounds", parent, maxRounds)
+	return lease.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
+}
+
+// grantLowest grants the key to r once our node mine is the lowest: a node
+// just created holds it already (its fence is fence); a queue entry becomes
+// the holder by a version-checked write that also starts the lease's TTL.
+func (s *Store) grantLowest(r lease.Request, mine grant, fence int64) (lease.Grant, error) {
+	if !mine.waiting {
+		s.remember(r, mine.path, &zk.Stat{Version: mine.version, Mtime: mine.mtime}, false)
+		return lease.Grant{Fence: uint64(fence)}, nil
+	}
+	mine.waiting = false
+	st, err := s.refresh(r, mine)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	return lease.Grant{Fence: uint64(st.Czxid)}, nil
 }
 
 // reacquire refreshes the node path that r's token already holds.
@@ -202,8 +285,9 @@ func remaining(d nodeData, mtime, now int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Inspect implements lease.Store: the lowest holder node of key, unless its
-// TTL ran out. It costs three round trips, one of them a write to the key's
+// Inspect implements lease.Store: the lowest node of key, unless its TTL ran
+// out or it is a queued waiter's entry (the key is then free, reserved for
+// the queue). It costs three round trips, one of them a write to the key's
 // parent node, which is how the Store learns the server's time.
 func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := ctx.Err(); err != nil {
@@ -233,6 +317,10 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		}
 		if err != nil {
 			return lease.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
+		}
+		if decodeData(data).Waiting {
+			// A queued waiter's entry: the key is free, reserved for it.
+			return free, nil
 		}
 		pst, err := s.conn.Set(parent, nil, -1)
 		if errors.Is(err, zk.ErrNoNode) {

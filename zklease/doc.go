@@ -7,9 +7,29 @@
 // by default, see WithRoot; the key is percent-escaped into one path
 // segment). Each acquisition creates an ephemeral sequential holder node
 // "_c_<token>-<sequence>" under it, with the holder, token and TTL as JSON
-// data. The lowest live node holds the key; every other acquirer deletes its
-// own node at once and gets a *lease.HeldError (the Client's waiting and
-// fairness live in the core, not in a ZooKeeper queue).
+// data. The lowest live node holds the key.
+//
+// # The FIFO queue of waiters
+//
+// The Store is a lease.Queuer: the key's nodes, in sequence order, are its
+// queue. An Acquire with Request.Queue that cannot be granted keeps its node
+// as the token's queue entry (marked "waiting" in its data) instead of
+// deleting it; each later Acquire of the token refreshes the entry (a
+// version-checked write: the entry expires TTL after its last refresh, its
+// mtime, judged by ZooKeeper's clock like a holder's TTL) and grants the key
+// once the entry is the lowest node, with the entry's czxid as the fence.
+// While the lowest node is a waiting entry the key is free but reserved for
+// that waiter: every other Acquire, with or without Request.Queue, gets a
+// *lease.HeldError without a holder, and Inspect reports the key free. An
+// Acquire without Request.Queue that is not the lowest deletes its node at
+// once, as before. Release deletes the token's node, holder or entry (an
+// entry's Release reports lease.ErrNotHeld). An entry whose owner stopped
+// refreshing it is deleted by the next acquirer that finds it lowest, so a
+// dead waiter delays the others by at most one TTL; the session's end (a
+// crash, Close) deletes a process's nodes at once. HeldError.Queued counts
+// the nodes between the lowest (the holder's, or itself if it is a waiting
+// entry) and ours; entries are not read one by one, so an entry that has
+// expired but is not yet lowest is still counted.
 //
 // # Fences
 //
@@ -42,11 +62,15 @@
 //
 // Acquire of a free key: 2 (a multi that creates our node and touches the
 // parent, which yields the fence and the server's time; a listing). Acquire
-// of a held key: 4 (plus 1 for the release watch while a Client waits).
+// of a held key: 4 (plus 1 for the release watch while a Client waits); its
+// last step deletes our node, or with Request.Queue marks it waiting. A
+// queued token's later Acquire: 2 when granted (a listing, the write that
+// makes the entry the holder), 4 while it waits (a listing, the refresh, a
+// read of the lowest node, plus the watch).
 // Renew: 1 (a version-checked write). RenewMany: 1 multi for all leases.
 // Release: 1 (a delete). Inspect: 3 (one a write to learn the server's time).
-// Renew and Release of a lease this Store did not grant first find the node
-// by its token (+1 or +2).
+// Renew and Release of a lease (or queue entry) this Store did not make
+// first find the node by its token and read it (+2).
 //
 // # Connections and contexts
 //
@@ -60,7 +84,11 @@
 // # Announcements
 //
 // The Store is a lease.Notifier built from one-shot watches (v1.0.4 has no
-// persistent recursive watch): while a subscription is open, an Acquire that
-// finds a key held sets a child watch on the holder's node, which fires only
-// when that node is deleted, and Next returns the key then.
+// persistent recursive watch): while a subscription is open, a queued
+// waiter's Acquire sets a child watch on its predecessor's node only (the
+// holder's, or the entry queued just ahead), which fires only when that node
+// is deleted, and Next returns the key then. So a release wakes the next
+// waiter and no other (no herd), and so does the departure of a waiter ahead
+// (its Release, its entry's expiry, its session's end). An Acquire without
+// Request.Queue that finds the key held watches the lowest node.
 package zklease

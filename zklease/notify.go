@@ -16,9 +16,11 @@ import (
 
 // go-zookeeper v1.0.4 has no persistent recursive watches (AddWatch), so a
 // subscription is built from one-shot watches: while a subscription is open,
-// an Acquire that finds a key held sets a watch on the holder's node (in the
-// same call, before it returns the HeldError) and hands the watch to every
-// open subscription. Next waits on those watches without a goroutine of its
+// an Acquire that finds a key held sets a watch on the node it waits for (in
+// the same call, before it returns the HeldError) and hands the watch to
+// every open subscription. A queued waiter watches its predecessor in the
+// queue only, so a release wakes the next waiter and no other; a plain try
+// (without Request.Queue) watches the holder's node. Next waits on those watches without a goroutine of its
 // own. A release that a waiter of this Store could miss cannot happen: the
 // watch is set before the waiter goes to sleep, and if the node is already
 // gone Acquire looks again instead of returning.
@@ -29,8 +31,9 @@ var (
 )
 
 type watchEntry struct {
-	ch  <-chan zk.Event
-	key string
+	ch   <-chan zk.Event
+	key  string
+	path string // the watched node (sequential: a path is never reused)
 }
 
 type subscription struct {
@@ -68,17 +71,27 @@ func (s *Store) watching() bool {
 	return len(s.subs) > 0
 }
 
-// addWatch hands a watch on key's holder node to every open subscription.
-func (s *Store) addWatch(ch <-chan zk.Event, key string) {
+// addWatch hands a watch on node path of key to every open subscription.
+func (s *Store) addWatch(ch <-chan zk.Event, key, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		sub.add(watchEntry{ch, key})
+		sub.add(watchEntry{ch, key, path})
 	}
 }
 
+// add adds w unless the subscription already waits on the same node (a
+// waiter's every attempt sets a watch on its predecessor): the pending watch
+// fires on the same deletion, so the list stays as short as the set of
+// watched nodes.
 func (sub *subscription) add(w watchEntry) {
 	sub.mu.Lock()
+	for _, x := range sub.watches {
+		if x.path == w.path {
+			sub.mu.Unlock()
+			return
+		}
+	}
 	sub.watches = append(sub.watches, w)
 	sub.mu.Unlock()
 	sub.signal()
@@ -99,8 +112,8 @@ func (sub *subscription) sessionEnded() {
 	sub.signal()
 }
 
-// Next implements lease.Subscription: it returns the key of a watched holder
-// node once that node is deleted. It returns an error when the session ended
+// Next implements lease.Subscription: it returns the key of a watched node
+// once that node is deleted. It returns an error when the session ended
 // (watches are lost with it: the Client then wakes all waiters).
 func (sub *subscription) Next(ctx context.Context) (string, error) {
 	for {

@@ -102,10 +102,14 @@ type nodeData struct {
 	Token  string `json:"token"`
 	Holder string `json:"holder,omitempty"`
 	TTLms  int64  `json:"ttl_ms"`
+	// Waiting marks a queued waiter's node (see queue.go): it is an entry
+	// of the key's FIFO queue, not a holder, even when it is the lowest.
+	Waiting bool `json:"waiting,omitempty"`
 }
 
-func encodeData(r lease.Request) []byte {
-	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds()}) // cannot fail
+// encodeData is the data of r's node; waiting marks a queue entry.
+func encodeData(r lease.Request, waiting bool) []byte {
+	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds(), Waiting: waiting}) // cannot fail
 	return b
 }
 

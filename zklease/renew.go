@@ -1,6 +1,6 @@
-// Renew, RenewMany and Release: writes to the holder node named after the
-// token, version-checked, with the server's time of the write telling
-// whether the lease had already expired.
+// Renew, RenewMany and Release: writes to the node named after the token,
+// version-checked, with the server's time of the write telling whether the
+// lease (or the queue entry) had already expired.
 
 package zklease
 
@@ -19,9 +19,10 @@ var errExpired = fmt.Errorf("the lease's TTL ran out before the renewal: %w", le
 // Renew implements lease.Store: one version-checked write of the holder
 // node's data, which moves its mtime (the TTL's origin) to now. A node that
 // is gone (released, taken over after its TTL, or deleted with its session)
-// or whose TTL had run out before this write gives lease.ErrNotHeld. One
-// round trip for a lease granted by this Store; three otherwise (find the
-// node by its token, read it, write it).
+// or whose TTL had run out before this write gives lease.ErrNotHeld, and so
+// does a token that is only queued. One round trip for a lease granted by
+// this Store; three otherwise (find the node by its token, read it, write
+// it).
 func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 	if err := s.check(ctx, r, true); err != nil {
 		return err
@@ -33,13 +34,18 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 			return err
 		}
 	}
+	if g.waiting {
+		return fmt.Errorf("zklease: renew %q: the token is queued, not holding: %w", r.Key, lease.ErrNotHeld)
+	}
 	if _, err := s.refresh(r, g); err != nil {
 		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
 	}
 	return nil
 }
 
-// lookup finds r's holder node by its token (and reads it when stat is set).
+// lookup finds r's node by its token (and reads it when stat is set: the
+// grant is then marked waiting unless the node holds the key, i.e. it is the
+// lowest and not a queue entry).
 func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 	parent := s.parent(r.Key)
 	children, _, err := s.conn.Children(parent)
@@ -49,7 +55,7 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 	if err != nil {
 		return grant{}, fmt.Errorf("zklease: list %s: %w", parent, err)
 	}
-	for _, n := range sortNodes(children) {
+	for i, n := range sortNodes(children) {
 		if n.token != r.Token {
 			continue
 		}
@@ -64,7 +70,8 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 		if err != nil {
 			return grant{}, fmt.Errorf("zklease: read %s: %w", g.path, err)
 		}
-		g.version, g.mtime, g.ttlMs = st.Version, st.Mtime, decodeData(data).TTLms
+		d := decodeData(data)
+		g.version, g.mtime, g.ttlMs, g.waiting = st.Version, st.Mtime, d.TTLms, d.Waiting || i > 0
 		return g, nil
 	}
 	return grant{}, fmt.Errorf("zklease: %q is not held by this token: %w", r.Key, lease.ErrNotHeld)
@@ -72,9 +79,10 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 
 // refresh writes r's data to g's node if its version is still g.version
 // (re-reading it once if another store of the same token wrote it) and
-// checks the TTL had not run out before the write.
+// checks the TTL had not run out before the write. g.waiting says what the
+// node becomes: a queue entry, or the holder.
 func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
-	st, err := s.conn.Set(g.path, encodeData(r), g.version)
+	st, err := s.conn.Set(g.path, encodeData(r, g.waiting), g.version)
 	if errors.Is(err, zk.ErrBadVersion) {
 		data, cur, gerr := s.conn.Get(g.path)
 		switch {
@@ -84,12 +92,12 @@ func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
 			return nil, fmt.Errorf("read %s: %w", g.path, gerr)
 		default:
 			g.version, g.mtime, g.ttlMs = cur.Version, cur.Mtime, decodeData(data).TTLms
-			st, err = s.conn.Set(g.path, encodeData(r), g.version)
+			st, err = s.conn.Set(g.path, encodeData(r, g.waiting), g.version)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		s.forget(r.Token)
-		return nil, fmt.Errorf("holder node gone: %w", lease.ErrNotHeld)
+		return nil, fmt.Errorf("node gone: %w", lease.ErrNotHeld)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", g.path, err)
@@ -98,15 +106,16 @@ func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
 }
 
 // written checks a successful write st of g's node: if the TTL had run out
-// before it (an acquirer could have taken the key), the lease is not held
-// and the node is deleted; otherwise the store remembers the new version.
+// before it (an acquirer could have taken the key, or dropped the queue
+// entry), the lease is not held and the node is deleted; otherwise the store
+// remembers the new version.
 func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
 	if st.Mtime >= g.mtime+g.ttlMs {
 		s.forget(r.Token)
 		_ = s.conn.Delete(g.path, st.Version) // else the next acquirer removes it
 		return errExpired
 	}
-	s.remember(r, g.path, st)
+	s.remember(r, g.path, st, g.waiting)
 	return nil
 }
 
@@ -127,7 +136,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 			errs[i] = err
 			continue
 		}
-		if g, ok := s.remembered(r); ok {
+		if g, ok := s.remembered(r); ok && !g.waiting {
 			batch = append(batch, item{i, g})
 			continue
 		}
@@ -142,7 +151,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		}
 		ops := make([]any, len(batch))
 		for k, it := range batch {
-			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: encodeData(rs[it.i]), Version: it.g.version}
+			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: encodeData(rs[it.i], false), Version: it.g.version}
 		}
 		res, err := s.conn.Multi(ops...)
 		if err == nil && len(res) == len(batch) {
@@ -180,10 +189,13 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	return errs
 }
 
-// Release implements lease.Store: it deletes the holder node named after
-// r's token. The name holds the token, so the path alone identifies our
-// node; the delete is not version-checked (each renewal moves the version).
-// One round trip for a lease granted by this Store, two otherwise.
+// Release implements lease.Store: it deletes the node named after r's
+// token, the holder's or a queued waiter's (which leaves the queue; Release
+// then reports lease.ErrNotHeld, the token held nothing). The name holds the
+// token, so the path alone identifies our node; the delete is not
+// version-checked (each renewal moves the version). The deletion fires the
+// watch of the waiter queued behind, if any. One round trip for a node this
+// Store made, three otherwise (find it by its token, read it, delete it).
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := s.check(ctx, r, false); err != nil {
 		return err
@@ -191,7 +203,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	g, ok := s.remembered(r)
 	if !ok {
 		var err error
-		if g, err = s.lookup(r, false); err != nil {
+		if g, err = s.lookup(r, true); err != nil {
 			return err
 		}
 	}
@@ -204,5 +216,8 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		return fmt.Errorf("zklease: release %q: %w", r.Key, err)
 	}
 	s.forget(r.Token)
+	if g.waiting {
+		return fmt.Errorf("zklease: release %q: the token left the queue; it held nothing: %w", r.Key, lease.ErrNotHeld)
+	}
 	return nil
 }

@@ -36,20 +36,21 @@ type Store struct {
 	tracked bool // session expiry is reported (Dial)
 
 	mu     sync.Mutex
-	grants map[string]*grant          // by token: holder nodes this store granted or renewed
+	grants map[string]*grant          // by token: nodes this store granted, renewed or queued
 	lost   chan struct{}              // closed when the current session ends; nil if not tracked
 	subs   map[*subscription]struct{} // open subscriptions
 	closed bool
 }
 
-// grant is what a Store remembers of a holder node it granted, to renew
-// and release it in one round trip.
+// grant is what a Store remembers of a node it granted or queued, to renew,
+// refresh and release it in one round trip.
 type grant struct {
 	key     string
 	path    string
 	version int32 // data version after our last write
 	mtime   int64 // server time of our last write (ms)
 	ttlMs   int64 // TTL of our last write
+	waiting bool  // the node is a queued waiter's entry, not the holder
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
@@ -316,11 +317,12 @@ func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error 
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
 
-// remember records a holder node this store wrote last with stat st.
-func (s *Store) remember(r lease.Request, path string, st *zk.Stat) {
+// remember records a node this store wrote last with stat st: the holder's,
+// or a queued waiter's when waiting is set.
+func (s *Store) remember(r lease.Request, path string, st *zk.Stat, waiting bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.grants[r.Token] = &grant{key: r.Key, path: path, version: st.Version, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds()}
+	s.grants[r.Token] = &grant{key: r.Key, path: path, version: st.Version, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), waiting: waiting}
 }
 
 // remembered returns a copy of what the store knows of r's holder node.

@@ -1,0 +1,25 @@
+// The FIFO queue of waiters (lease.Queuer): a queued waiter keeps its node.
+//
+// A key's nodes, in sequence order, are its queue: the lowest live node holds
+// the key, unless its data marks it "waiting" (a queue entry whose turn has
+// come but that has not acquired yet: the key is free, reserved for it), and
+// every other node is a waiter's entry. Acquire with Request.Queue keeps the
+// node it created when it cannot grant the key (instead of deleting it), and
+// marks it waiting; each later Acquire of the token refreshes the entry with
+// a version-checked write (mtime + TTL is its expiry, judged by ZooKeeper's
+// clock, as for holders) and grants the key once the node is the lowest, by
+// a write that clears the mark. An entry whose owner stopped refreshing it is
+// deleted (version-checked) by the next acquirer that finds it lowest; one
+// whose session ended is deleted by ZooKeeper. Release deletes the node,
+// holder or entry; the waiter behind it, which watches only its predecessor,
+// is woken.
+
+package zklease
+
+import "github.com/leasekit/lease"
+
+var _ lease.Queuer = (*Store)(nil)
+
+// QueuesWaiters implements lease.Queuer: a Store hands a freed key to the
+// waiter queued longest (see the package documentation).
+func (s *Store) QueuesWaiters() bool { return true }
