@@ -14,9 +14,9 @@ import (
 	"github.com/leasekit/lease/leasetest"
 )
 
-func TestConformance(t *testing.T) {
-	base := t.TempDir()
-	leasetest.Run(t, leasetest.Harness{
+// harness returns the suite's harness: stores over directories under base.
+func harness(base string) leasetest.Harness {
+	return leasetest.Harness{
 		NewStore: func(t testing.TB, ns string) lease.Store {
 			s, err := filelease.New(filepath.Join(base, ns))
 			if err != nil {
@@ -24,5 +24,14 @@ func TestConformance(t *testing.T) {
 			}
 			return s
 		},
-	})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	leasetest.Run(t, harness(t.TempDir()))
+}
+
+// TestFIFO runs the suite's FIFO subtests (until leasetest.Run includes them).
+func TestFIFO(t *testing.T) {
+	leasetest.RunFIFO(t, harness(t.TempDir()))
 }

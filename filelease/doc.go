@@ -38,10 +38,32 @@
 // after the crc32c line are ignored (the tail of a longer earlier record,
 // when a writer died between writing a record and cutting the file).
 //
+// While waiters are queued for the key (see "Queue of waiters" below) the
+// record is written in format v2: the v1 lines, then the queue, all under the
+// same checksum:
+//
+//	leasekit-file-lease v2
+//	key "orders"
+//	…                                (fence, token, holder, boot, expires)
+//	queue-boot "74c61517-1d76-40e1-80a7-b897aabeb269"
+//	waiters 2
+//	waiter "8d01…" 81234569990123
+//	waiter "e7a2…" 81234570120456
+//	crc32c 5e6f7a8b
+//
+// Each waiter line holds a queued token (non-empty, each at most once) and
+// the CLOCK_MONOTONIC nanoseconds, of the boot named by queue-boot, when its
+// entry expires; the lines are in arrival order. A record without waiters is
+// written as v1 again, so processes built before the queue existed keep
+// working on keys nobody queues for; they refuse v2 files as corrupt (which
+// is safe: never free), so a directory shared with such processes gives them
+// ErrCorrupt on a key while waiters of newer processes are queued for it.
+// Both versions are read.
+//
 // Files are created whole (written and synced to a temporary ".*.tmp" file,
 // then linked into place) and never deleted: Release clears the token and
 // keeps the fence. Each distinct key ever leased leaves a file of a few
-// hundred bytes. A crash while creating a file may leave a ".*.tmp" file
+// hundred bytes (up to about 60 KiB while [MaxWaiters] waiters are queued). A crash while creating a file may leave a ".*.tmp" file
 // behind; it is never read and may be removed.
 //
 // # Operations
@@ -82,6 +104,33 @@
 // Both clocks restart at boot, so a file also records the boot id of its
 // expiry: a lease written before a reboot counts as expired (its fence stays).
 //
+// # Queue of waiters
+//
+// The store is a [lease.Queuer]: a freed key goes to the waiter that has
+// waited longest, not to whoever asks first (the releaser included). The
+// queue lives in the key's file, read and written under the same flock as
+// the lease, so each operation stays one locked read and write:
+//
+//   - Acquire first drops expired entries. If the key is held by another
+//     token, or free but with live waiters queued ahead of the token, it is
+//     refused with a *[lease.HeldError] whose Queued counts those waiters
+//     (all of them if the token is not queued); with Request.Queue the token
+//     is appended to the queue, or its entry is refreshed in place (it keeps
+//     its place) to expire TTL from now. Otherwise the key is granted as
+//     before and the token leaves the queue.
+//   - Release also removes the token's entry (returning lease.ErrNotHeld if
+//     the token held nothing); if it removed one while the key is free, it
+//     touches the file as a release does, so the next waiter wakes and looks.
+//   - Renew and Inspect ignore the queue (Renew keeps it as it is).
+//
+// Entries expire on the lease's clock: CLOCK_MONOTONIC of the boot named by
+// queue-boot; under another boot every entry has expired. A waiter that dies
+// therefore delays the others by at most its TTL. A key holds at most
+// [MaxWaiters] live waiters: queueing one more fails with an error matching
+// [ErrQueueFull] (the lease Client retries it as a transient error); tokens
+// queued must be at most 128 bytes (the Client's have 32). An emptied queue
+// leaves nothing behind: the file is v1 again.
+//
 // # Failure behaviour
 //
 //   - A holder that is killed, crashes or is stopped stops renewing; its
@@ -106,9 +155,10 @@
 //
 // The store is a [lease.Notifier]: [Store.Subscribe] watches the directory
 // with inotify, and Release touches the file's times (IN_ATTRIB), so a waiter
-// in any process wakes within a millisecond or so of a release. Acquisitions
-// and renewals do not wake waiters; expiries are not announced (the Client
-// waits for the holder's TTL).
+// in any process wakes within a millisecond or so of a release (or of a
+// queued waiter giving up on a free key). Acquisitions, renewals and queueing
+// do not wake waiters; expiries are not announced (the Client waits for the
+// holder's TTL, and queued waiters look again at least every TTL/3).
 //
 // # Limits and caveats
 //

@@ -1,7 +1,8 @@
 //go:build linux
 
 // The lease file format: a small versioned text record protected by a
-// CRC-32C, and ErrCorrupt for files that do not parse.
+// CRC-32C (v1: the lease; v2: the lease and its queue of waiters), and
+// ErrCorrupt for files that do not parse.
 
 package filelease
 
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 )
 
 // ErrCorrupt is matched by the error of every operation on a lease file that
@@ -19,11 +21,19 @@ import (
 // resets its fence; see the package documentation).
 var ErrCorrupt = errors.New("filelease: corrupt lease file")
 
-// magic is the first line of every lease file.
-const magic = "leasekit-file-lease v1"
+// The first line of a lease file names its format version. A record without
+// waiters is written as v1, the format of stores that have no queue, so that
+// older processes sharing the directory keep working on such keys; a record
+// with waiters is written as v2 (v1 followed by the queue). Both are read.
+const (
+	magicV1 = "leasekit-file-lease v1"
+	magicV2 = "leasekit-file-lease v2"
+)
 
-// maxFileSize bounds what is read: a record is well under 4 KiB.
-const maxFileSize = 64 << 10
+// maxFileSize bounds what is read: a v1 record is well under 4 KiB, a v2
+// record with MaxWaiters waiters of 32-character tokens about 64 KiB;
+// maxQueueTokenLen keeps the worst case well below this bound.
+const maxFileSize = 1 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -36,6 +46,19 @@ type record struct {
 	Holder  string
 	Boot    string // boot id of the kernel whose clock Expires refers to
 	Expires int64  // CLOCK_MONOTONIC nanoseconds
+
+	// QueueBoot is the boot id of the kernel whose clock the waiters'
+	// expiries refer to (under another boot every waiter has expired).
+	QueueBoot string
+	// Queue is the key's waiters in arrival order, possibly expired ones;
+	// tokens are distinct and non-empty (see queue.go).
+	Queue []waiter
+}
+
+// waiter is one queued token and when its entry expires.
+type waiter struct {
+	Token   string
+	Expires int64 // CLOCK_MONOTONIC nanoseconds of QueueBoot
 }
 
 // held reports whether r is a live lease at monotonic time now of boot.
@@ -43,16 +66,27 @@ func (r record) held(now int64, boot string) bool {
 	return r.Token != "" && r.Boot == boot && now < r.Expires
 }
 
-// encode renders r in the file format.
+// encode renders r in the file format: v1 without waiters, v2 with.
 func (r record) encode() []byte {
 	var b bytes.Buffer
-	b.WriteString(magic + "\n")
+	if len(r.Queue) == 0 {
+		b.WriteString(magicV1 + "\n")
+	} else {
+		b.WriteString(magicV2 + "\n")
+	}
 	fmt.Fprintf(&b, "key %s\n", strconv.Quote(r.Key))
 	fmt.Fprintf(&b, "fence %d\n", r.Fence)
 	fmt.Fprintf(&b, "token %s\n", strconv.Quote(r.Token))
 	fmt.Fprintf(&b, "holder %s\n", strconv.Quote(r.Holder))
 	fmt.Fprintf(&b, "boot %s\n", strconv.Quote(r.Boot))
 	fmt.Fprintf(&b, "expires %d\n", r.Expires)
+	if len(r.Queue) > 0 {
+		fmt.Fprintf(&b, "queue-boot %s\n", strconv.Quote(r.QueueBoot))
+		fmt.Fprintf(&b, "waiters %d\n", len(r.Queue))
+		for _, w := range r.Queue {
+			fmt.Fprintf(&b, "waiter %s %d\n", strconv.Quote(w.Token), w.Expires)
+		}
+	}
 	fmt.Fprintf(&b, "crc32c %08x\n", crc32.Checksum(b.Bytes(), castagnoli))
 	return b.Bytes()
 }
@@ -63,8 +97,12 @@ func (r record) encode() []byte {
 func parse(data []byte) (record, error) {
 	var r record
 	p := parser{data: data}
-	if line := p.line(); line != magic {
-		return r, corrupt("first line %q, want %q", clip(line), magic)
+	line := p.line()
+	if p.err != nil {
+		return r, p.err
+	}
+	if line != magicV1 && line != magicV2 {
+		return r, corrupt("first line %q, want %q or %q", clip(line), magicV1, magicV2)
 	}
 	r.Key = p.quoted("key")
 	r.Fence = p.uint("fence")
@@ -72,6 +110,10 @@ func parse(data []byte) (record, error) {
 	r.Holder = p.quoted("holder")
 	r.Boot = p.quoted("boot")
 	expires := p.uint("expires")
+	if line == magicV2 {
+		r.QueueBoot = p.quoted("queue-boot")
+		r.Queue = p.waiters()
+	}
 	sumEnd := p.pos
 	sum := p.field("crc32c")
 	if p.err != nil {
@@ -152,6 +194,43 @@ func (p *parser) uint(name string) uint64 {
 		return 0
 	}
 	return n
+}
+
+// waiters reads the "waiters N" line and the N "waiter TOKEN EXPIRES" lines
+// after it. N is not trusted for an allocation: each waiter needs a line of
+// its own, so a large N runs out of data and is reported as truncated.
+func (p *parser) waiters() []waiter {
+	n := p.uint("waiters")
+	var q []waiter
+	seen := make(map[string]bool)
+	for i := uint64(0); i < n && p.err == nil; i++ {
+		v := p.field("waiter")
+		if p.err != nil {
+			return nil
+		}
+		quoted, err := strconv.QuotedPrefix(v)
+		if err != nil || v[0] != '"' {
+			p.err = corrupt("bad waiter %q", clip(v))
+			return nil
+		}
+		token, _ := strconv.Unquote(quoted)
+		num, ok := strings.CutPrefix(v[len(quoted):], " ")
+		expires, err := strconv.ParseUint(num, 10, 64)
+		switch {
+		case !ok || err != nil || expires > 1<<63-1:
+			p.err = corrupt("bad waiter expiry %q", clip(v))
+		case token == "":
+			p.err = corrupt("waiter with an empty token")
+		case seen[token]:
+			p.err = corrupt("waiter %q queued twice", clip(token))
+		}
+		if p.err != nil {
+			return nil
+		}
+		seen[token] = true
+		q = append(q, waiter{Token: token, Expires: int64(expires)})
+	}
+	return q
 }
 
 func corrupt(format string, args ...any) error {

@@ -139,16 +139,21 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free or expired, with
-// the file's fence + 1; refreshes the TTL, keeping the fence, if r.Token
-// already holds it; and otherwise returns a *lease.HeldError. A new fence is
-// on disk (fdatasync) before Acquire returns it.
+// Acquire takes r.Key for r.Token for r.TTL if it is free or expired and no
+// live waiter is queued ahead of r.Token, with the file's fence + 1;
+// refreshes the TTL, keeping the fence, if r.Token already holds it; and
+// otherwise returns a *lease.HeldError, queueing r.Token (or refreshing its
+// entry) when r.Queue is set (see [lease.Queuer]). A new fence is on disk
+// (fdatasync) before Acquire returns it.
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	fail := func(err error) (lease.Grant, error) {
 		return lease.Grant{}, fmt.Errorf("filelease: acquire %q: %w", r.Key, err)
 	}
 	if err := s.check(ctx, r, true); err != nil {
 		return fail(err)
+	}
+	if r.Queue && len(r.Token) > maxQueueTokenLen {
+		return fail(lease.Invalid("token", "%d bytes, longer than the %d a queued waiter may have", len(r.Token), maxQueueTokenLen))
 	}
 	lf, err := lock(s.dir, r.Key, modeCreate, s.mode)
 	if err != nil {
@@ -164,21 +169,39 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		return fail(err)
 	}
 	rec := lf.rec
-	if rec.held(now, s.boot) {
-		if rec.Token != r.Token {
-			return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: rec.Holder, Fence: rec.Fence, Remaining: time.Duration(rec.Expires - now)}
-		}
+	q := rec.liveQueue(now, s.boot)
+	dropped := len(q) != len(rec.Queue) // expired waiters to clear out
+	if rec.held(now, s.boot) && rec.Token == r.Token {
 		rec.Holder, rec.Expires = r.Holder, expires
-		if err := lf.write(rec, false); err != nil {
+		if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
 			return fail(err)
 		}
 		return lease.Grant{Fence: rec.Fence}, nil
 	}
+	held := rec.held(now, s.boot)
+	if n := ahead(q, r.Token); held || n > 0 {
+		refused := &lease.HeldError{Key: r.Key, Queued: n}
+		if held {
+			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
+		}
+		if r.Queue {
+			if q, err = enqueue(q, r.Token, expires); err != nil {
+				return fail(err)
+			}
+		}
+		if r.Queue || dropped {
+			if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
+				return fail(err)
+			}
+		}
+		return lease.Grant{}, refused
+	}
 	if rec.Fence == math.MaxUint64 {
 		return fail(fmt.Errorf("fence exhausted at %d", rec.Fence))
 	}
+	q, _ = dequeue(q, r.Token)
 	rec = record{Key: r.Key, Fence: rec.Fence + 1, Token: r.Token, Holder: r.Holder, Boot: s.boot, Expires: expires}
-	if err := lf.write(rec, true); err != nil {
+	if err := lf.write(rec.withQueue(q, s.boot), true); err != nil {
 		return fail(err)
 	}
 	return lease.Grant{Fence: rec.Fence}, nil
@@ -220,7 +243,10 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 
 // Release frees r.Key if r.Token holds it, keeping its fence in the file,
 // and announces the release to subscribers; otherwise it returns an error
-// wrapping lease.ErrNotHeld. The file is never deleted.
+// wrapping lease.ErrNotHeld. Either way it takes r.Token out of the key's
+// queue of waiters; if that removed an entry while the key is free, the key
+// is announced as a release is, so that the next waiter looks again. The
+// file is never deleted.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	fail := func(err error) error { return fmt.Errorf("filelease: release %q: %w", r.Key, err) }
 	if err := s.check(ctx, r, false); err != nil {
@@ -239,10 +265,22 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		return fail(err)
 	}
 	rec := lf.rec
+	q := rec.liveQueue(now, s.boot)
+	dropped := len(q) != len(rec.Queue)
+	q, removed := dequeue(q, r.Token)
 	if !rec.held(now, s.boot) || rec.Token != r.Token {
+		if removed || dropped {
+			if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
+				return fail(err)
+			}
+		}
+		if removed && !rec.held(now, s.boot) {
+			_ = lf.touch() // as below: the next waiter may now be first
+		}
 		return fail(lease.ErrNotHeld)
 	}
-	if err := lf.write(record{Key: rec.Key, Fence: rec.Fence, Boot: s.boot}, false); err != nil {
+	free := record{Key: rec.Key, Fence: rec.Fence, Boot: s.boot}
+	if err := lf.write(free.withQueue(q, s.boot), false); err != nil {
 		return fail(err)
 	}
 	// The lease is free once the record is written; a failed announcement

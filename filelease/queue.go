@@ -1,0 +1,90 @@
+//go:build linux
+
+// The FIFO queue of waiters per key (lease.Queuer), kept in the key's lease
+// file beside the lease: the helpers that read and change a record's queue.
+
+package filelease
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/leasekit/lease"
+)
+
+var _ lease.Queuer = (*Store)(nil)
+
+// MaxWaiters is the most waiters a key's queue holds. A queued Acquire of a
+// new token beyond it fails with an error matching [ErrQueueFull].
+const MaxWaiters = 1024
+
+// maxQueueTokenLen is the longest token Acquire queues (the lease Client's
+// tokens have 32 characters); it keeps a full queue far below maxFileSize.
+const maxQueueTokenLen = 128
+
+// ErrQueueFull is matched by the error of a queued Acquire that would add a
+// waiter to a key that already has MaxWaiters live waiters queued. The lease
+// Client treats it as transient and tries again later.
+var ErrQueueFull = errors.New("filelease: queue of waiters full")
+
+// QueuesWaiters reports true: the store hands a freed key to its waiters in
+// arrival order (see [lease.Queuer]).
+func (s *Store) QueuesWaiters() bool { return true }
+
+// liveQueue returns r's waiters whose entries have not expired at monotonic
+// time now of boot, in arrival order, in a new slice. Under another boot
+// every entry has expired.
+func (r record) liveQueue(now int64, boot string) []waiter {
+	if r.QueueBoot != boot {
+		return nil
+	}
+	var live []waiter
+	for _, w := range r.Queue {
+		if now < w.Expires {
+			live = append(live, w)
+		}
+	}
+	return live
+}
+
+// withQueue returns r with queue q, recorded under boot.
+func (r record) withQueue(q []waiter, boot string) record {
+	r.Queue, r.QueueBoot = q, boot
+	if len(q) == 0 {
+		r.Queue, r.QueueBoot = nil, ""
+	}
+	return r
+}
+
+// ahead returns how many waiters of q are queued ahead of token: all of them
+// if token is not queued.
+func ahead(q []waiter, token string) int {
+	for i, w := range q {
+		if w.Token == token {
+			return i
+		}
+	}
+	return len(q)
+}
+
+// enqueue returns q with token queued last until expires, or with its entry
+// refreshed in place if it is queued already.
+func enqueue(q []waiter, token string, expires int64) ([]waiter, error) {
+	if i := ahead(q, token); i < len(q) {
+		q[i].Expires = expires
+		return q, nil
+	}
+	if len(q) >= MaxWaiters {
+		return q, fmt.Errorf("%w: %d live waiters queued, at most %d", ErrQueueFull, len(q), MaxWaiters)
+	}
+	return append(q, waiter{Token: token, Expires: expires}), nil
+}
+
+// dequeue returns q without token's entry and whether it had one.
+func dequeue(q []waiter, token string) ([]waiter, bool) {
+	i := ahead(q, token)
+	if i == len(q) {
+		return q, false
+	}
+	return append(q[:i:i], q[i+1:]...), true
+}
