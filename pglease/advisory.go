@@ -82,16 +82,17 @@ func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 	ms := ttlMillis(r.TTL)
 	secs := (ms + 999) / 1000
 	var (
-		ok, ours   bool
-		fence, us  int64
-		holder     string
-		nset       int64
-		pid        int32
-		objectHash = hash32(r.Key)
+		ok, ours, live   bool
+		fence, us, ahead int64
+		holder           string
+		nset             int64
+		pid              int32
+		objectHash       = hash32(r.Key)
 	)
 	err = conn.QueryRow(ctx, s.q.advAcquire, s.classID, objectHash, s.ns, r.Key, r.Token, r.Holder,
 		micros(r.TTL), strconv.FormatInt(ms, 10), strconv.FormatInt(secs, 10), strconv.FormatInt(ms+1000, 10),
-	).Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid)
+		r.Queue,
+	).Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead)
 	if err != nil {
 		// The lock may have been taken before the error (and a rollback does
 		// not free a session lock): end the session.
@@ -104,8 +105,13 @@ func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 			// Our token, held through another store's session.
 			return lease.Grant{Fence: uint64(fence)}, nil
 		}
+		if ahead > 0 && !live {
+			// Free (or its holder's session is gone), reserved for the
+			// waiters ahead: the lock was not even tried.
+			return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: int(ahead)}
+		}
 		return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(fence),
-			Remaining: time.Duration(us) * time.Microsecond}
+			Remaining: time.Duration(us) * time.Microsecond, Queued: int(ahead)}
 	}
 	s.mu.Lock()
 	if s.closed {

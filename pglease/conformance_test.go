@@ -1,4 +1,5 @@
-// The leasetest conformance suite, in table mode and in advisory mode.
+// The leasetest conformance suite and its FIFO subtests, in table mode and
+// in advisory mode.
 
 package pglease_test
 
@@ -17,6 +18,25 @@ func TestConformance(t *testing.T) {
 			// Run so that the pool's own goroutines predate its leak checks.
 			pool := sharedPool(t)
 			leasetest.Run(t, leasetest.Harness{
+				NewStore: func(t testing.TB, ns string) lease.Store {
+					s, err := pglease.New(pool, pglease.WithMode(mode), pglease.WithNamespace(ns))
+					if err != nil {
+						t.Fatalf("New: %v", err)
+					}
+					return s
+				},
+			})
+		})
+	}
+}
+
+// TestFIFO runs the FIFO hand-off subtests (lease.Queuer) in both modes.
+// The lead folds them into leasetest.Run; this test is then redundant.
+func TestFIFO(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			pool := sharedPool(t)
+			leasetest.RunFIFO(t, leasetest.Harness{
 				NewStore: func(t testing.TB, ns string) lease.Store {
 					s, err := pglease.New(pool, pglease.WithMode(mode), pglease.WithNamespace(ns))
 					if err != nil {

@@ -8,12 +8,18 @@
 //
 // # Schema
 //
-// Migrate creates one table (name set by WithTable, quoted with
-// pgx.Identifier.Sanitize; "schema.table" is allowed). No operation creates it
-// implicitly: a missing table is an error.
+// Migrate creates the lease table (name set by WithTable, quoted with
+// pgx.Identifier.Sanitize; "schema.table" is allowed) and the queue table
+// beside it (Store.QueueTable: the name with "_queue" appended, in the same
+// schema), each only if missing, so it also upgrades a database made by an
+// earlier version. No operation creates them implicitly: a missing table is
+// an error.
 //
-//	ns text, key text, token text, holder text, fence bigint,
-//	expires_at timestamptz, pid integer, PRIMARY KEY (ns, key)
+//	lease: ns text, key text, token text, holder text, fence bigint,
+//	       expires_at timestamptz, pid integer, PRIMARY KEY (ns, key)
+//	queue: ns text, key text, token text, seq bigserial,
+//	       expires_at timestamptz, PRIMARY KEY (ns, key, token),
+//	       index (ns, expires_at)
 //
 // WithNamespace sets ns: stores with different namespaces share the table but
 // not keys. A row is never deleted: it keeps the key's fence, so fences never
@@ -78,6 +84,34 @@
 // (another Store value) see the row and pg_locks: Release clears the row and
 // the holding session gives up the lock at its next renewal; Renew cannot
 // extend another session and returns an error.
+//
+// # FIFO queue of waiters (both modes)
+//
+// The store implements lease.Queuer: a freed key goes to the waiter that has
+// waited longest, not to whoever asks first (the releaser, typically). A
+// waiting lease.Client acquires with Request.Queue; when the key cannot be
+// granted, the same statement queues its token in the queue table (or
+// refreshes its entry, keeping its place) with an expiry of TTL by the
+// server's clock. A key that is free is granted only to a token with no live
+// entry queued ahead of it, queued or not (so TryAcquire is refused while
+// waiters are queued, with a *lease.HeldError whose Queued counts them); the
+// grant deletes the token's entry. In advisory mode only the head of the
+// queue calls pg_try_advisory_lock, in the same statement. Release deletes
+// the token's entry too (a waiter giving up; it still returns ErrNotHeld if
+// the token held nothing) and sends NOTIFY when it removed one while the key
+// is free, so the next waiter looks again. Acquire, Renew and Release stay
+// one statement each.
+//
+// An entry that is not refreshed (a waiter that died) stops counting after
+// its TTL: it delays the others by at most one TTL. Acquire deletes the
+// expired entries of its key, and each Release deletes up to 8 expired
+// entries of the namespace, so queues of keys nobody uses again do not pile
+// up. Queue checks read the statement's snapshot: a waiter that queues at
+// the very moment a key is freed may be overtaken by one acquirer, and then
+// gets the key at that acquirer's release. Mutual exclusion never depends on
+// the queue (the row upsert or the advisory lock decide). Clients of an
+// earlier version, which ignore the queue, may still take a free key ahead
+// of the waiters while both run against one database.
 //
 // # Fenced writes
 //

@@ -39,7 +39,7 @@ func TestInvalidTable(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+s.Table())
+		_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+s.Table()+", "+s.QueueTable())
 	})
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate(%s): %v", s.Table(), err)

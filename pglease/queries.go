@@ -7,7 +7,7 @@ import "strings"
 // queries holds the statements of one store; see the package documentation
 // for the schema.
 type queries struct {
-	create string
+	create, createQueue, createQueueIndex string
 
 	tabAcquire, tabRenew, tabRelease, tabRenewMany, tabInspect, tabFence string
 
@@ -26,6 +26,61 @@ const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 	PRIMARY KEY (ns, key)
 )`
 
+// queueSchemaSQL is the FIFO queue of waiters (lease.Queuer) beside the
+// lease table Q: one row per waiting token, in arrival order (seq), expiring
+// TTL after its last refresh by the server's clock.
+const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
+	ns         text        NOT NULL,
+	key        text        NOT NULL,
+	token      text        NOT NULL,
+	seq        bigserial   NOT NULL,
+	expires_at timestamptz NOT NULL,
+	PRIMARY KEY (ns, key, token)
+)`
+
+// queueIndexSQL serves the sweep of expired entries of a namespace.
+const queueIndexSQL = `CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`
+
+// ahead: q is the key's live queue (from the statement's snapshot), ah.n the
+// number of live entries ahead of token $TOK (all of them if it is not
+// queued). $NS, $KEY, $TOK are the parameters' numbers.
+const ahead = `q AS (
+	SELECT token, seq FROM Q WHERE ns = $NS AND key = $KEY AND expires_at > clock_timestamp()
+),
+ah AS (
+	SELECT count(*) AS n FROM q
+	WHERE q.seq < COALESCE((SELECT seq FROM q WHERE token = $TOK), 9223372036854775807)
+)`
+
+// enqueue queues token $TOK for $TTL µs, or refreshes its entry in place
+// (an expired entry goes to the back), when COND holds.
+const enqueue = `enq AS (
+	INSERT INTO Q AS e (ns, key, token, expires_at)
+	SELECT $NS, $KEY, $TOK, clock_timestamp() + $TTL::float8 * interval '1 microsecond' WHERE COND
+	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at,
+		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END
+	RETURNING 1
+)`
+
+// sweepKey deletes the expired entries of the key other than $TOK's, and
+// sweepNS up to 8 expired entries of the namespace, after AFTER ran (it is
+// a CTE of the same statement: its row lock comes first). Both skip rows
+// locked by others, so they never wait.
+const (
+	sweepKey = `gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q AS g
+		WHERE ns = $NS AND key = $KEY AND token <> $TOK AND expires_at <= clock_timestamp()
+		AND (SELECT count(*) FROM AFTER) >= 0 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+)`
+	sweepNS = `gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q AS g
+		WHERE ns = $NS AND expires_at <= clock_timestamp()
+		AND (SELECT count(*) FROM AFTER) >= 0 LIMIT 8 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+)`
+)
+
 // remaining is the microseconds left before expires_at, by the server's clock.
 const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
 
@@ -36,41 +91,98 @@ const lockHeld = `EXISTS (SELECT 1 FROM pg_locks k
 	AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	AND k.classid = $CLS::int4::oid AND k.objid = $OBJ::int4::oid AND k.objsubid = 2)`
 
+// lockTaken is true when any session holds the advisory lock ($cls, $obj)
+// in this database.
+const lockTaken = `EXISTS (SELECT 1 FROM pg_locks k
+	WHERE k.locktype = 'advisory' AND k.granted
+	AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND k.classid = $CLS::int4::oid AND k.objid = $OBJ::int4::oid AND k.objsubid = 2)`
+
 func lockHeldAt(cls, obj string) string {
 	return strings.NewReplacer("$CLS", cls, "$OBJ", obj).Replace(lockHeld)
 }
 
-func buildQueries(table string) queries {
-	t := func(s string) string { return strings.ReplaceAll(s, " T ", " "+table+" ") }
-	return queries{
-		create: strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
+func lockTakenAt(cls, obj string) string {
+	return strings.NewReplacer("$CLS", cls, "$OBJ", obj).Replace(lockTaken)
+}
 
-		// Table mode. $1 ns, $2 key, $3 token, $4 holder, $5 TTL in µs.
-		// The upsert takes the row only when it is free, expired or already
-		// ours; otherwise the second branch reports the holder (from the
-		// statement's snapshot: empty if the row was committed after it).
-		tabAcquire: t(`WITH acq AS (
+// params fills in a queue fragment: "$NS", "$KEY", "$TOK", "$TTL" become
+// parameter numbers, COND and AFTER what the statement needs.
+func params(frag string, kv ...string) string {
+	return strings.NewReplacer(kv...).Replace(frag)
+}
+
+func buildQueries(table, queue, index string) queries {
+	t := func(s string) string {
+		return strings.NewReplacer(" T ", " "+table+" ", " Q ", " "+queue+" ").Replace(s)
+	}
+	// Table mode: $1 ns, $2 key, $3 token.
+	tq := func(frag, ttl, cond, after string) string {
+		return params(frag, "$NS", "$1", "$KEY", "$2", "$TOK", "$3", "$TTL", ttl, "COND", cond, "AFTER", after)
+	}
+	// Advisory mode: $3 ns, $4 key, $5 token.
+	aq := func(frag, ttl, cond, after string) string {
+		return params(frag, "$NS", "$3", "$KEY", "$4", "$TOK", "$5", "$TTL", ttl, "COND", cond, "AFTER", after)
+	}
+	return queries{
+		create:           strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
+		createQueue:      strings.Replace(queueSchemaSQL, " Q ", " "+queue+" ", 1),
+		createQueueIndex: strings.NewReplacer(" I ", " "+index+" ", " Q ", " "+queue+" ").Replace(queueIndexSQL),
+
+		// Table mode. $1 ns, $2 key, $3 token, $4 holder, $5 TTL in µs, $6
+		// queue. The upsert takes the row only when it is already ours and
+		// live, or free or expired with no live waiter queued ahead of us
+		// (ah, from the statement's snapshot); otherwise the last branch
+		// reports the holder (from the snapshot: none if the row was
+		// committed after it) and how many waiters are ahead, and enq queues
+		// us (or refreshes our entry) when $6. A grant takes us out of the
+		// queue (deq). Every queue write comes after the upsert's row lock,
+		// which serialises the acquirers of the key.
+		tabAcquire: t(`WITH ` + tq(ahead, "", "", "") + `,
+acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at)
-	VALUES ($1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond')
+	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond'
+	WHERE (SELECT n FROM ah) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2)
 	ON CONFLICT (ns, key) DO UPDATE SET
 		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at,
 		fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE l.fence + 1 END
-	WHERE l.token IS NULL OR l.token = excluded.token OR l.expires_at <= clock_timestamp()
+	WHERE (l.token = excluded.token AND l.expires_at > clock_timestamp())
+		OR ((l.token IS NULL OR l.expires_at <= clock_timestamp()) AND (SELECT n FROM ah) = 0)
 	RETURNING l.fence
-)
-SELECT true, fence, ''::text, 0::bigint FROM acq
+),
+` + tq(enqueue, "$5", "$6::bool AND NOT EXISTS (SELECT 1 FROM acq)", "") + `,
+deq AS (
+	DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM acq)
+	RETURNING 1
+),
+` + tq(sweepKey, "", "", "acq") + `
+SELECT true, fence, ''::text, 0::bigint, false, 0::bigint FROM acq
 UNION ALL
-SELECT false, c.fence, c.holder, ` + remaining + ` FROM T c
-WHERE c.ns = $1 AND c.key = $2 AND NOT EXISTS (SELECT 1 FROM acq)`),
+SELECT false, COALESCE(c.fence, 0), COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0),
+	COALESCE(c.token IS NOT NULL AND c.expires_at > clock_timestamp(), false), ah.n
+FROM ah LEFT JOIN T c ON c.ns = $1 AND c.key = $2
+WHERE NOT EXISTS (SELECT 1 FROM acq)`),
 		tabRenew: t(`UPDATE T SET expires_at = clock_timestamp() + $4::float8 * interval '1 microsecond'
 WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()`),
-		// $4 channel. The notification is sent when the statement commits.
+		// $4 channel. Frees the key if we hold it and takes us out of its
+		// queue; announces the key (when the statement commits) if it freed
+		// it, or took us out of the queue while the key is free, so that the
+		// next waiter looks again. Also sweeps a few expired entries of the
+		// namespace, so abandoned queues do not pile up.
 		tabRelease: t(`WITH r AS (
 	UPDATE T SET token = NULL, holder = '', expires_at = NULL
 	WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()
 	RETURNING key
-), n AS (SELECT pg_notify($4, key) FROM r)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`),
+),
+d AS (
+	DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND (SELECT count(*) FROM r) >= 0
+	RETURNING 1
+),
+` + tq(sweepNS, "", "", "r") + `,
+n AS (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d)
+	AND NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token IS NOT NULL
+		AND c.expires_at > clock_timestamp())))
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d)`),
 		tabRenewMany: t(`UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
 WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()
@@ -84,11 +196,14 @@ AND expires_at > clock_timestamp() FOR SHARE`),
 		// Advisory mode, on the lease's own connection. $1 class, $2 object,
 		// $3 ns, $4 key, $5 token, $6 holder, $7 TTL in µs, $8 TTL in ms
 		// (idle_session_timeout), $9 keepalive idle in s, $10
-		// tcp_user_timeout in ms. The lock, the fence increment and the
-		// session settings happen in one round trip; when the lock is taken
-		// by someone else, the row tells who (and whether it is our own
-		// token, held through another connection).
-		advAcquire: t(`WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock($1, $2) AS ok),
+		// tcp_user_timeout in ms, $11 queue. Only the head of the key's
+		// queue (no live waiter ahead, ah) tries the lock. The lock, the
+		// fence increment, the session settings and the queue update happen
+		// in one round trip; when the lock is not ours, the row tells who
+		// has it (and whether it is our own token, held through another
+		// connection: o), and enq queues us (or refreshes our entry) when $11.
+		advAcquire: t(`WITH ` + aq(ahead, "", "", "") + `,
+l AS MATERIALIZED (SELECT CASE WHEN (SELECT n FROM ah) = 0 THEN pg_try_advisory_lock($1, $2) ELSE false END AS ok),
 a AS (
 	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid)
 	SELECT $3, $4, $5, $6, 1, clock_timestamp() + $7::float8 * interval '1 microsecond', pg_backend_pid() FROM l WHERE l.ok
@@ -98,11 +213,19 @@ a AS (
 ),
 s AS (SELECT set_config('idle_session_timeout', $8, false), set_config('tcp_keepalives_idle', $9, false),
 	set_config('tcp_keepalives_interval', '1', false), set_config('tcp_keepalives_count', '1', false),
-	set_config('tcp_user_timeout', $10, false) FROM l WHERE l.ok)
-SELECT l.ok, COALESCE((SELECT fence FROM a), c.fence, 0),
-	COALESCE(c.token = $5 AND ` + lockHeldAt("$1", "$2") + `, false),
-	COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0), (SELECT count(*) FROM s), pg_backend_pid()
-FROM l LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
+	set_config('tcp_user_timeout', $10, false) FROM l WHERE l.ok),
+o AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $3 AND c.key = $4 AND c.token = $5
+	AND ` + lockHeldAt("$1", "$2") + `) AS ours),
+` + aq(enqueue, "$7", "$11::bool AND NOT (SELECT ok FROM l) AND NOT (SELECT ours FROM o)", "") + `,
+deq AS (
+	DELETE FROM Q WHERE ns = $3 AND key = $4 AND token = $5 AND (SELECT ok FROM l)
+	RETURNING 1
+),
+` + aq(sweepKey, "", "", "l") + `
+SELECT l.ok, COALESCE((SELECT fence FROM a), c.fence, 0), o.ours,
+	COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0), (SELECT count(*) FROM s), pg_backend_pid(),
+	COALESCE(c.token IS NOT NULL AND ` + lockHeldAt("$1", "$2") + `, false), (SELECT n FROM ah)
+FROM l CROSS JOIN o LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
 		// $1 ns, $2 key, $3 token, $4 TTL in µs, $5 TTL in ms. The row must
 		// still name this token and this session.
 		advRenew: t(`WITH u AS (
@@ -111,12 +234,19 @@ FROM l LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
 	RETURNING fence
 )
 SELECT COALESCE((SELECT fence FROM u), 0), pg_backend_pid(), set_config('idle_session_timeout', $5, false)`),
-		// $1 class, $2 object, $3 ns, $4 key, $5 token, $6 channel.
+		// $1 class, $2 object, $3 ns, $4 key, $5 token, $6 channel. Frees
+		// the row and the lock, takes us out of the queue, announces the key.
 		advRelease: t(`WITH r AS (
 	UPDATE T SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE ns = $3 AND key = $4 AND token = $5 AND pid = pg_backend_pid()
 	RETURNING key
-), n AS (SELECT pg_notify($6, key) FROM r)
+),
+d AS (
+	DELETE FROM Q WHERE ns = $3 AND key = $4 AND token = $5 AND (SELECT count(*) FROM r) >= 0
+	RETURNING 1
+),
+` + aq(sweepNS, "", "", "r") + `,
+n AS (SELECT pg_notify($6, $4) WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM d))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), pg_advisory_unlock($1, $2),
 	set_config('idle_session_timeout', '0', false)`),
 		advUnlock: `SELECT pg_advisory_unlock($1, $2), set_config('idle_session_timeout', '0', false)`,
@@ -127,12 +257,20 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), pg_advisory_unlock($1
 		advForeignRenew: t(`SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $3 AND c.key = $4 AND c.token = $5
 	AND ` + lockHeldAt("$1", "$2") + `)`),
 		// $6 channel. Clears the row; the holding session notices at its next
-		// renewal and unlocks.
+		// renewal and unlocks. Takes the token out of the key's queue (a
+		// waiter giving up), announcing the key if no session has its lock.
 		advForeignRelease: t(`WITH r AS (
 	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE c.ns = $3 AND c.key = $4 AND c.token = $5 AND ` + lockHeldAt("$1", "$2") + `
 	RETURNING key
-), n AS (SELECT pg_notify($6, key) FROM r)
+),
+d AS (
+	DELETE FROM Q WHERE ns = $3 AND key = $4 AND token = $5 AND (SELECT count(*) FROM r) >= 0
+	RETURNING 1
+),
+` + aq(sweepNS, "", "", "r") + `,
+n AS (SELECT pg_notify($6, $4) WHERE EXISTS (SELECT 1 FROM r)
+	OR (EXISTS (SELECT 1 FROM d) AND NOT ` + lockTakenAt("$1", "$2") + `))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`),
 		// $1 ns, $2 key, $3 class, $4 object.
 		advInspect: t(`SELECT c.token IS NOT NULL AND ` + lockHeldAt("$3", "$4") + `, c.holder, c.fence, ` + remaining + `

@@ -38,6 +38,7 @@ var (
 	_ lease.BatchRenewer = (*Store)(nil)
 	_ lease.Notifier     = (*Store)(nil)
 	_ lease.Limiter      = (*Store)(nil)
+	_ lease.Queuer       = (*Store)(nil)
 )
 
 // Store keeps leases in PostgreSQL through a pgx pool. It is safe for
@@ -48,6 +49,7 @@ type Store struct {
 	mode    Mode
 	ns      string
 	table   string // the quoted, possibly schema-qualified table name
+	queue   string // the quoted queue table of waiters, beside table
 	channel string // the quoted NOTIFY channel of (table, ns)
 	chanRaw string // the channel name unquoted
 	classID int32  // advisory mode: the namespace half of the lock key
@@ -87,6 +89,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("pglease: %w", lease.Invalid("max idle conns", "%d is negative", c.maxIdle))
 	}
 	table := ident.Sanitize()
+	queue, index := queueNames(ident)
 	sum := sha256.Sum256([]byte(strings.Join(ident, ".") + "\x00" + c.ns))
 	chanRaw := "leasekit_" + hex.EncodeToString(sum[:12])
 	s := &Store{
@@ -94,10 +97,11 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		mode:    c.mode,
 		ns:      c.ns,
 		table:   table,
+		queue:   queue,
 		channel: pgx.Identifier{chanRaw}.Sanitize(),
 		chanRaw: chanRaw,
 		classID: hash32(strings.Join(ident, ".") + "\x00" + c.ns),
-		q:       buildQueries(table),
+		q:       buildQueries(table, queue, index),
 		held:    make(map[string]*heldConn),
 		maxIdle: c.maxIdle,
 	}
@@ -113,6 +117,16 @@ func (s *Store) Namespace() string { return s.ns }
 // Table returns the quoted, possibly schema-qualified, lease table name.
 func (s *Store) Table() string { return s.table }
 
+// QueueTable returns the quoted, possibly schema-qualified, name of the
+// table of queued waiters that Migrate creates beside the lease table: the
+// lease table's name with "_queue" appended (shortened with a hash when that
+// would pass PostgreSQL's 63-byte limit).
+func (s *Store) QueueTable() string { return s.queue }
+
+// QueuesWaiters reports true: the store hands a freed key to the waiter that
+// has waited longest (see lease.Queuer and the package documentation).
+func (s *Store) QueuesWaiters() bool { return true }
+
 // Channel returns the (unquoted) NOTIFY channel on which the store announces
 // releases: one per table and namespace; the payload is the key.
 func (s *Store) Channel() string { return s.chanRaw }
@@ -127,8 +141,11 @@ func (s *Store) Limits() lease.Limits {
 	return l
 }
 
-// Migrate creates the lease table if it does not exist (idempotent, safe to
-// run concurrently). The schema of a schema-qualified name must exist.
+// Migrate creates the lease table and, beside it, the table of queued
+// waiters (see [Store.QueueTable]) and its index, each if it does not exist:
+// it is idempotent, safe to run concurrently, and upgrades a database made
+// by an earlier version (which had only the lease table). The schema of a
+// schema-qualified name must exist.
 func (s *Store) Migrate(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -140,8 +157,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", migrateClass, hash32(s.table)); err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
 	}
-	if _, err := tx.Exec(ctx, s.q.create); err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	for _, stmt := range []string{s.q.create, s.q.createQueue, s.q.createQueueIndex} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
@@ -175,9 +194,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free or expired,
-// refreshes the TTL if r.Token already holds it, and otherwise returns a
-// *lease.HeldError.
+// Acquire takes r.Key for r.Token for r.TTL if it is free or expired and no
+// live waiter is queued ahead of r.Token, refreshes the TTL if r.Token
+// already holds it, and otherwise returns a *lease.HeldError (whose Queued
+// counts the waiters ahead); with r.Queue it then queues r.Token, or
+// refreshes its place in the queue, for r.TTL (see lease.Queuer).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
@@ -217,7 +238,9 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 
 // Release frees r.Key if r.Token holds it and announces the release on the
 // store's channel; otherwise it returns an error wrapping lease.ErrNotHeld.
-// The key's row, with its fence, is kept.
+// The key's row, with its fence, is kept. It also takes r.Token out of the
+// key's queue of waiters (a waiter giving up), announcing the key if it is
+// free so that the next waiter looks again.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("pglease: release %q: %w", r.Key, err)
@@ -347,6 +370,30 @@ func micros(d time.Duration) float64 {
 		us++
 	}
 	return float64(us)
+}
+
+// queueNames returns the quoted queue table beside the lease table ident
+// and the quoted name of its index (in the same schema).
+func queueNames(ident pgx.Identifier) (queue, index string) {
+	base := ident[len(ident)-1]
+	q := append(pgx.Identifier{}, ident...)
+	q[len(q)-1] = derivedName(base, "_queue")
+	return q.Sanitize(), pgx.Identifier{derivedName(base, "_queue_expiry")}.Sanitize()
+}
+
+// derivedName is base+suffix, or, when that would pass PostgreSQL's
+// identifier limit, base cut (at a character boundary) and followed by a
+// hash of the whole base, then suffix.
+func derivedName(base, suffix string) string {
+	if len(base)+len(suffix) <= maxIdentLen {
+		return base + suffix
+	}
+	tag := fmt.Sprintf("_%08x", uint32(hash32(base)))
+	cut := maxIdentLen - len(suffix) - len(tag)
+	for cut > 0 && !utf8.RuneStart(base[cut]) {
+		cut--
+	}
+	return base[:cut] + tag + suffix
 }
 
 // hash32 is the 32-bit FNV-1a hash of s, as an int4 for pg_advisory_lock.

@@ -1,5 +1,6 @@
 // Table mode: each lease is a row whose expiry the server's clock enforces;
-// every operation is one statement on any pooled connection.
+// every operation, queue of waiters included, is one statement on any pooled
+// connection.
 
 package pglease
 
@@ -12,19 +13,18 @@ import (
 )
 
 func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL))
+	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue)
 	if err != nil {
 		return lease.Grant{}, err
 	}
 	defer rows.Close()
 	var (
-		ok        bool
-		fence, us int64
-		holder    string
+		ok, live         bool
+		fence, us, ahead int64
+		holder           string
 	)
-	found := rows.Next()
-	if found {
-		if err := rows.Scan(&ok, &fence, &holder, &us); err != nil {
+	if rows.Next() {
+		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead); err != nil {
 			return lease.Grant{}, err
 		}
 	}
@@ -35,10 +35,14 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 	if ok {
 		return lease.Grant{Fence: uint64(fence)}, nil
 	}
-	// Not taken. Without a row, a concurrent acquirer committed it after
-	// this statement's snapshot: it is held, by someone we cannot name.
+	// Not taken: free but reserved for the waiters ahead, or held. Held
+	// without a live holder in the snapshot: a concurrent acquirer committed
+	// it after this statement's snapshot, someone we cannot name.
+	if !live && ahead > 0 {
+		return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: int(ahead)}
+	}
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(fence),
-		Remaining: time.Duration(us) * time.Microsecond}
+		Remaining: time.Duration(us) * time.Microsecond, Queued: int(ahead)}
 }
 
 func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
@@ -53,8 +57,8 @@ func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
 }
 
 func (s *Store) tabRelease(ctx context.Context, r lease.Request) error {
-	var n, notified int64
-	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified); err != nil {
+	var n, notified, dequeued int64
+	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued); err != nil {
 		return err
 	}
 	if n != 1 {
