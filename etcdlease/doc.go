@@ -37,15 +37,62 @@
 // acquisition fails with an error matching lease.ErrInvalid instead of
 // silently holding the key longer than the Client believes.
 //
+// # FIFO queue of waiters
+//
+// The store is a lease.Queuer: a freed key goes to the waiter that has
+// waited longest, as with etcd's own concurrency.Mutex, ordered by create
+// revision. A waiter (Acquire with Request.Queue that cannot get the key)
+// puts an entry Prefix+K+"\x00q/"+token (value: its holder identity).
+// Lease keys contain no NUL byte (the store rejects them with
+// lease.ErrInvalid, as the Client already does), so an entry never collides
+// with a lease key and the prefix Prefix+K+"\x00q/" holds exactly K's
+// queue, which one ranged Get sorted by create revision lists in arrival
+// order.
+//
+// Each entry is on an etcd lease of its own, granted with the TTL of the
+// attempt that queued it (rounded up to seconds) and kept alive by each later attempt of the waiter
+// (one LeaseKeepAlive): an entry expires one TTL after its waiter's last
+// attempt, on etcd's clock like every lease of the store, and etcd deletes
+// it. Entries are not put on the store's shared etcd lease of that TTL:
+// that lease lives as long as the process renews anything with that TTL, so
+// the entry of a waiter that stopped trying (a give-up whose Release failed,
+// a waiter with another TTL) would block the key for everyone while its
+// process holds other leases. etcd transactions have no server clock to
+// compare a stored expiry with, so an etcd lease per entry is the one sound
+// server-side expiry; it costs a LeaseGrant when a token is first queued,
+// and the entry's lease, left without keys when the waiter acquires or gives
+// up, expires by itself one TTL later. Close revokes the entry leases the
+// store wrote, so a closed client's waiters leave their queues at once.
+//
+// Acquire grants a free key only if no live entry is older than the
+// token's own (if the token is not queued: only if the queue is empty); the
+// check is part of the acquiring transaction: the create revision of every
+// key under the queue prefix must be at least the token's entry's (a range
+// comparison), and the transaction deletes the token's entry as it creates
+// the lease key. The store remembers the create revisions of the entries it
+// wrote, so the head of the queue normally takes the key in that one
+// transaction; when it does not know (the entry was written through another
+// Store), the failed transaction's read supplies it and a second
+// transaction takes the key. HeldError.Queued counts the entries ahead of
+// the token (all of them if it is not queued); a free key with entries
+// ahead is refused with a HeldError that has no holder. Release deletes the
+// token's entry in the same transaction as the key (a waiter that gives up
+// gets lease.ErrNotHeld, having held nothing). Inspect ignores the queue.
+//
 // # Round trips
 //
 //   - Acquire: a refresh of the etcd lease (LeaseKeepAlive, or LeaseGrant
 //     for the first key of a TTL) then one transaction: create the key if
-//     its create revision is 0, else re-put it if its value holds our token
-//     (an idempotent retry), else read the holder. 2 round trips. The
+//     its create revision is 0 and no waiter is queued ahead, else re-put it
+//     if its value holds our token (an idempotent retry), else read the
+//     holder and the queue. 2 round trips, also for the head of a queue
+//     taking a freed key (3 if its entry was written by another Store). The
 //     refresh is what makes the key live a full TTL from the acquisition
 //     even though the etcd lease is shared with older keys; it is skipped
-//     when another call refreshed the lease after this one started.
+//     when another call refreshed the lease after this one started. A
+//     refused Acquire with Request.Queue adds a keep-alive of the entry's
+//     etcd lease (3 round trips), or, to queue a new waiter, a LeaseGrant
+//     and a Put (4).
 //   - Renew and RenewMany (lease.BatchRenewer): one LeaseKeepAlive per
 //     distinct etcd lease of the batch (normally one) and one read-only
 //     transaction that reads every key of the batch (up to 64 keys per
@@ -55,7 +102,7 @@
 //     re-acquired by the same token through another store) is re-attached
 //     to ours by one more transaction.
 //   - Release: one transaction that deletes the key only if its value still
-//     holds our token — never by key alone.
+//     holds our token — never by key alone — and our queue entry if any.
 //   - Inspect: one read. Inspect and HeldError report the holder and fence
 //     but not the remaining TTL (Remaining is 0): etcd reports lease TTLs
 //     in whole seconds only, and it would cost a round trip.
@@ -70,15 +117,17 @@
 //
 // # Waiting
 //
-// [Store.Subscribe] (lease.Notifier) opens one etcd watch on the prefix that
-// delivers DELETE events only: releases and expiries (etcd deletes the keys
-// of an expired lease) both wake the Client's waiters, which then try again.
-// Waiters are not queued: when a key is freed every waiter races for it. A
-// FIFO queue (by create revision, each waiter watching its predecessor, as
-// etcd's concurrency.Mutex does) is left to a later fairness layer. The
-// watch requires a leader, so a member cut off from the cluster ends the
-// subscription and the Client falls back to the holder's TTL until it
-// subscribes again.
+// [Store.Subscribe] (lease.Notifier) opens one etcd watch on the prefix.
+// Next announces a key when it is deleted (a release, or an expiry: etcd
+// deletes the keys of an expired lease) and when an entry of its queue is
+// deleted (a waiter gave up, was closed or expired, so the next waiter may
+// now be first) — except when the same transaction created the key (the
+// entry's waiter acquired it; the others have nothing new to try). An
+// entry that leaves while the key is held is announced too (the watch does
+// not know whether it was the head or whether the key is held): its
+// waiters try once more and are refused. The watch requires a leader, so a
+// member cut off from the cluster ends the subscription and the Client
+// falls back to the holder's TTL until it subscribes again.
 //
 // # Failure behaviour
 //

@@ -73,12 +73,19 @@ const suiteTTL = etcdlease.MinTTL
 
 // runSuite runs the conformance suite over cli.
 func runSuite(t *testing.T, cli *clientv3.Client) {
+	leasetest.Run(t, harness(t, cli))
+}
+
+// harness returns the conformance harness over cli: a store per namespace,
+// at the suite's TTL.
+func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
+	t.Helper()
 	// Connect before the suite: the client's connection goroutines must not
 	// count as leaks of the first subtest.
 	if _, err := cli.Get(testCtx(t, 30*time.Second), "/leasekit-test/warm-up"); err != nil {
 		t.Fatalf("etcd is not reachable: %v", err)
 	}
-	leasetest.Run(t, leasetest.Harness{
+	return leasetest.Harness{
 		NewStore: func(t testing.TB, ns string) lease.Store {
 			s, err := etcdlease.New(cli, etcdlease.WithPrefix("/leasekit-test/"+ns+"/"))
 			if err != nil {
@@ -87,5 +94,5 @@ func runSuite(t *testing.T, cli *clientv3.Client) {
 			return s
 		},
 		TTL: suiteTTL,
-	})
+	}
 }

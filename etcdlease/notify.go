@@ -1,5 +1,6 @@
-// Release announcements: one etcd watch on the store's prefix delivering
-// DELETE events (releases and expiries).
+// Release announcements: one etcd watch on the store's prefix; deletions of
+// lease keys (releases and expiries) and of queue entries (a waiter gave up,
+// expired or acquired) announce the lease key.
 
 package etcdlease
 
@@ -19,9 +20,13 @@ import (
 // errSubClosed is returned by Next after Close.
 var errSubClosed = errors.New("etcdlease: subscription closed")
 
-// Subscribe opens one watch on every key under the store's prefix that
-// reports deletions only (releases, and expiries of etcd leases), and
-// returns once etcd confirmed that the watch is active. The watch requires
+// Subscribe opens one watch on every key under the store's prefix, and
+// returns once etcd confirmed that the watch is active. Next announces a key
+// when it is deleted (a release, or the expiry of its etcd lease) and when
+// an entry of its queue of waiters is deleted (a waiter gave up or its entry
+// expired: the next waiter may now be first), except when the same
+// transaction created the key (the entry's waiter acquired it: the others
+// have nothing new to try). The watch requires
 // a leader: on a member that loses the quorum it ends, and Next returns an
 // error. Each subscription has its own watch stream; Close ends it.
 func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
@@ -34,7 +39,7 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	// the client connects).
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	ch := w.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	ch := w.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	sub := &subscription{s: s, w: w, cancel: cancel, ch: ch, done: make(chan struct{})}
 	fail := func(err error) (lease.Subscription, error) {
 		_ = sub.Close()
@@ -99,11 +104,7 @@ func (sub *subscription) Next(ctx context.Context) (string, error) {
 			if resp.Canceled {
 				return "", errors.New("etcdlease: the watch was cancelled")
 			}
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					sub.pending = append(sub.pending, strings.TrimPrefix(string(ev.Kv.Key), sub.s.prefix))
-				}
-			}
+			sub.pending = announced(resp.Events, sub.s.prefix)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-sub.done:
@@ -113,6 +114,37 @@ func (sub *subscription) Next(ctx context.Context) (string, error) {
 	key := sub.pending[0]
 	sub.pending = sub.pending[1:]
 	return key, nil
+}
+
+// announced returns the lease keys (without the prefix) that events
+// announce, each once: deleted lease keys, and the lease keys of deleted
+// queue entries unless the key was created at the same revision (etcd
+// delivers all the events of one transaction in one response).
+func announced(events []*clientv3.Event, prefix string) []string {
+	type at struct {
+		key string
+		rev int64
+	}
+	created := make(map[at]bool)
+	for _, ev := range events {
+		if key, entry := leaseKeyOf(strings.TrimPrefix(string(ev.Kv.Key), prefix)); ev.Type == mvccpb.PUT && !entry {
+			created[at{key, ev.Kv.ModRevision}] = true
+		}
+	}
+	var keys []string
+	seen := make(map[string]bool)
+	for _, ev := range events {
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		key, entry := leaseKeyOf(strings.TrimPrefix(string(ev.Kv.Key), prefix))
+		if seen[key] || (entry && created[at{key, ev.Kv.ModRevision}]) {
+			continue
+		}
+		seen[key] = true
+		keys = append(keys, key)
+	}
+	return keys
 }
 
 // Close ends the watch and waits for its stream to shut down.

@@ -29,7 +29,7 @@ const MaxTTL = 9_000_000_000 * time.Second
 var ErrClosed = errors.New("etcdlease: store closed")
 
 // Store is a [lease.Store] on etcd. It also implements [lease.BatchRenewer],
-// [lease.Notifier] and [lease.Limiter]. It is safe for concurrent use; give
+// [lease.Notifier], [lease.Limiter] and [lease.Queuer]. It is safe for concurrent use; give
 // each lease.Client its own Store, since the store keeps that client's etcd
 // leases.
 type Store struct {
@@ -40,6 +40,7 @@ type Store struct {
 	leases map[int64]*etcdLease    // the live etcd lease of each TTL (seconds)
 	busy   map[int64]chan struct{} // TTLs whose lease is being granted or refreshed
 	subs   map[*subscription]bool  // open subscriptions, closed by Close
+	queued map[string]queued       // queue entries this store wrote, by etcd key (queue.go)
 	closed bool
 }
 
@@ -72,6 +73,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		leases: make(map[int64]*etcdLease),
 		busy:   make(map[int64]chan struct{}),
 		subs:   make(map[*subscription]bool),
+		queued: make(map[string]queued),
 	}, nil
 }
 
@@ -93,6 +95,8 @@ func check(r lease.Request, needTTL bool) error {
 	switch {
 	case r.Key == "":
 		return lease.Invalid("key", "empty")
+	case strings.IndexByte(r.Key, 0) >= 0:
+		return lease.Invalid("key", "contains a NUL byte (reserved for the queues of waiters)")
 	case r.Token == "":
 		return lease.Invalid("token", "empty")
 	case strings.IndexByte(r.Token, 0) >= 0:
@@ -125,10 +129,20 @@ func ours(key, token string) []clientv3.Cmp {
 	}
 }
 
+// maxHandOffTries bounds the transactions of one Acquire that finds the key
+// free with nobody queued ahead but loses a race for it.
+const maxHandOffTries = 3
+
 // Acquire takes r.Key for r.Token: it refreshes (or grants) the store's etcd
 // lease for r.TTL, then in one transaction creates the key on it if the key
-// does not exist, re-puts it if it already carries r.Token (same fence, now
-// on the refreshed etcd lease), and otherwise returns a *lease.HeldError.
+// does not exist and no waiter is queued ahead of r.Token (removing r.Token's
+// queue entry), re-puts it if it already carries r.Token (same fence, now on
+// the refreshed etcd lease), and otherwise reads the holder and the queue.
+// A free key whose queue has r.Token at its head, when the store does not
+// remember the entry's create revision, takes one more transaction. When
+// the key cannot be granted the error is a *lease.HeldError, and with
+// r.Queue r.Token's entry is refreshed (one keep-alive) or queued (a grant
+// and a put).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := check(r, true); err != nil {
 		return lease.Grant{}, err
@@ -138,40 +152,78 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 	}
 	k := s.prefix + r.Key
-	v := encode(r.Token, r.Holder)
-	put := clientv3.OpPut(k, v, clientv3.WithLease(l.id))
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(put).
-		Else(clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{put, clientv3.OpGet(k)}, []clientv3.Op{clientv3.OpGet(k)})).
-		Commit()
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.drop(l)
+	ek := s.entryKey(r.Key, r.Token)
+	var rev int64 // the create revision of our queue entry, 0 if none
+	if q, ok := s.remembered(ek); ok {
+		rev = q.rev
+	}
+	put := clientv3.OpPut(k, encode(r.Token, r.Holder), clientv3.WithLease(l.id))
+	for try := 1; ; try++ {
+		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, s.noneAhead(r.Key, r.Token, rev)...)
+		resp, err := s.cli.Txn(ctx).
+			If(cmps...).
+			Then(put, clientv3.OpDelete(ek)).
+			Else(clientv3.OpTxn(ours(k, r.Token),
+				[]clientv3.Op{put, clientv3.OpGet(k)},
+				[]clientv3.Op{clientv3.OpGet(k), s.opQueue(r.Key)})).
+			Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				s.drop(l)
+			}
+			return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 		}
-		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+		if resp.Succeeded {
+			s.forget(ek)
+			return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost}, nil
+		}
+		inner := resp.Responses[0].GetResponseTxn()
+		if inner == nil || len(inner.Responses) != 2 {
+			return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: malformed transaction response", r.Key)
+		}
+		if inner.Succeeded {
+			kvs := inner.Responses[1].GetResponseRange().GetKvs()
+			if len(kvs) == 0 {
+				// Impossible within one transaction: the key existed.
+				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
+			}
+			return lease.Grant{Fence: uint64(kvs[0].CreateRevision), Lost: l.lost}, nil
+		}
+		kvs := inner.Responses[0].GetResponseRange().GetKvs()
+		ahead, own := position(inner.Responses[1].GetResponseRange().GetKvs(), ek)
+		if own == nil {
+			s.forget(ek)
+		}
+		if len(kvs) == 0 && ahead == 0 {
+			// Free, with nobody ahead: our view of the queue was stale (we
+			// are its head) or we lost a race; try again with what we read.
+			if try == maxHandOffTries {
+				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: the key and its queue changed under %d transactions in a row", r.Key, try)
+			}
+			rev = 0
+			if own != nil {
+				rev = own.CreateRevision
+			}
+			continue
+		}
+		held := &lease.HeldError{Key: r.Key, Queued: ahead}
+		if len(kvs) > 0 {
+			_, held.Holder = decode(kvs[0].Value)
+			held.Fence = uint64(kvs[0].CreateRevision)
+		}
+		if r.Queue {
+			if err := s.enqueue(ctx, r, own); err != nil {
+				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+			}
+		}
+		return lease.Grant{}, held
 	}
-	if resp.Succeeded {
-		return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost}, nil
-	}
-	inner := resp.Responses[0].GetResponseTxn()
-	if inner == nil {
-		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: malformed transaction response", r.Key)
-	}
-	kvs := inner.Responses[len(inner.Responses)-1].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		// Impossible within one transaction: the key existed.
-		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
-	}
-	if inner.Succeeded {
-		return lease.Grant{Fence: uint64(kvs[0].CreateRevision), Lost: l.lost}, nil
-	}
-	_, holder := decode(kvs[0].Value)
-	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(kvs[0].CreateRevision)}
 }
 
-// Release deletes r.Key if its value still carries r.Token, in one
-// transaction; otherwise it returns an error matching lease.ErrNotHeld.
+// Release deletes r.Key if its value still carries r.Token, and r.Token's
+// queue entry if any, in one transaction; if r.Token did not hold the key it
+// returns an error matching lease.ErrNotHeld. Deleting the entry is the
+// announcement to waiters (see Subscribe).
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := check(r, false); err != nil {
 		return err
@@ -180,10 +232,16 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		return err
 	}
 	k := s.prefix + r.Key
-	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).Then(clientv3.OpDelete(k)).Commit()
+	ek := s.entryKey(r.Key, r.Token)
+	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).
+		Then(clientv3.OpDelete(k), clientv3.OpDelete(ek)).
+		Else(clientv3.OpDelete(ek)).
+		Commit()
 	if err != nil {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
+	// The entry's etcd lease, now without keys, expires after its TTL.
+	s.forget(ek)
 	if !resp.Succeeded {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
 	}
@@ -194,6 +252,9 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if key == "" {
 		return lease.Info{}, lease.Invalid("key", "empty")
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return lease.Info{}, lease.Invalid("key", "contains a NUL byte (reserved for the queues of waiters)")
 	}
 	if err := s.open(); err != nil {
 		return lease.Info{}, err
@@ -213,7 +274,8 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 const revokeTimeout = 2 * time.Second
 
 // Close closes the store's subscriptions and revokes its etcd leases (which
-// deletes any key still on them), waiting at most 2s for etcd; the Grant.Lost
+// deletes any key still on them) and those of the queue entries it wrote (its
+// waiters leave their queues), waiting at most 2s for etcd; the Grant.Lost
 // channels of those leases are closed. Later operations return ErrClosed.
 // Close does not close the etcd client. It is idempotent.
 func (s *Store) Close() error {
@@ -239,6 +301,7 @@ func (s *Store) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
+	s.revokeQueued(ctx)
 	for _, l := range ls {
 		// Best effort: an etcd lease that cannot be revoked now expires
 		// after its TTL, since nobody refreshes it any more.

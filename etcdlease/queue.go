@@ -1,0 +1,175 @@
+// The FIFO queue of waiters per key (lease.Queuer): one etcd key per
+// waiting token under the lease key's queue prefix, each on an etcd lease of
+// its own, listed in create-revision order.
+
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasekit/lease"
+)
+
+var _ lease.Queuer = (*Store)(nil)
+
+// QueuesWaiters reports true: a Store hands a freed key to the waiter queued
+// first (lease.Queuer); see the package documentation, "FIFO queue".
+func (s *Store) QueuesWaiters() bool { return true }
+
+// queueSep separates a lease key from the tokens of its queue. Lease keys
+// contain no NUL byte (the Client and check reject them), so no lease key
+// lies under a queue prefix and a queue prefix holds only that key's queue.
+const queueSep = "\x00q/"
+
+// queuePrefix returns the etcd prefix of key's queue of waiters.
+func (s *Store) queuePrefix(key string) string { return s.prefix + key + queueSep }
+
+// entryKey returns the etcd key of token's entry in key's queue.
+func (s *Store) entryKey(key, token string) string { return s.queuePrefix(key) + token }
+
+// leaseKeyOf returns the lease key (without the prefix) that rel, an etcd key
+// under the prefix with the prefix removed, belongs to, and whether rel is a
+// queue entry rather than the lease key itself.
+func leaseKeyOf(rel string) (key string, entry bool) {
+	key, _, entry = strings.Cut(rel, "\x00")
+	return key, entry
+}
+
+// opQueue reads key's queue: its entries (without values) oldest first.
+func (s *Store) opQueue(key string) clientv3.Op {
+	return clientv3.OpGet(s.queuePrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+// noneAhead returns the comparisons that hold when no entry of key's queue
+// is older than token's entry, whose create revision is rev; rev 0 means
+// token is not queued, and the queue must then be empty. A comparison over a
+// range holds when it holds for every key of the range; over an empty range
+// it compares a missing key (create revision 0).
+func (s *Store) noneAhead(key, token string, rev int64) []clientv3.Cmp {
+	qp := s.queuePrefix(key)
+	if rev == 0 {
+		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(qp), "<", 1).WithPrefix()}
+	}
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.entryKey(key, token)), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(qp), ">", rev-1).WithPrefix(),
+	}
+}
+
+// position returns how many entries of q (oldest first) are ahead of the
+// entry ek, all of them if ek is not in q, and ek's own entry, or nil.
+func position(q []*mvccpb.KeyValue, ek string) (int, *mvccpb.KeyValue) {
+	for i, kv := range q {
+		if string(kv.Key) == ek {
+			return i, kv
+		}
+	}
+	return len(q), nil
+}
+
+// queued is what a Store remembers of an entry it wrote: enough to try the
+// hand-off in one transaction (its create revision) and to revoke it on
+// Close. It is a cache: etcd's copy decides.
+type queued struct {
+	rev     int64
+	id      clientv3.LeaseID
+	expires time.Time // local estimate of the entry's expiry, for pruning
+}
+
+// maxRemembered is the size above which remember prunes expired entries.
+const maxRemembered = 1024
+
+// remembered returns the store's memory of entry ek.
+func (s *Store) remembered(ek string) (queued, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.queued[ek]
+	return q, ok
+}
+
+// remember records entry ek, pruning entries that must have expired (their
+// waiters neither acquired nor gave up through this store) when the memory
+// grows large.
+func (s *Store) remember(ek string, q queued) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queued) >= maxRemembered {
+		now := time.Now()
+		for k, old := range s.queued {
+			if now.After(old.expires) {
+				delete(s.queued, k)
+			}
+		}
+	}
+	s.queued[ek] = q
+}
+
+// forget drops the store's memory of entry ek.
+func (s *Store) forget(ek string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.queued, ek)
+}
+
+// enqueue refreshes r.Token's entry in r.Key's queue, own as just read (nil
+// if absent): one keep-alive of the entry's etcd lease. An absent entry, or
+// one whose etcd lease expired since the read, is appended to the queue on a
+// new etcd lease of r.TTL: one grant and one put.
+func (s *Store) enqueue(ctx context.Context, r lease.Request, own *mvccpb.KeyValue) error {
+	ek := s.entryKey(r.Key, r.Token)
+	ttl := time.Duration(ttlSeconds(r.TTL)) * time.Second
+	if own != nil {
+		sent := time.Now()
+		_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(own.Lease))
+		if err == nil {
+			s.remember(ek, queued{rev: own.CreateRevision, id: clientv3.LeaseID(own.Lease), expires: sent.Add(ttl)})
+			return nil
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("keep-alive of the queue entry: %w", err)
+		}
+		// The entry expired after the read: queue again, at the back.
+	}
+	s.forget(ek)
+	sent := time.Now()
+	g, err := s.cli.Grant(ctx, ttlSeconds(r.TTL))
+	if err != nil {
+		return fmt.Errorf("granting the queue entry's etcd lease: %w", err)
+	}
+	// A plain put: if the entry appeared since the read (a concurrent call
+	// with the same token), it keeps its create revision, i.e. its place.
+	resp, err := s.cli.Put(ctx, ek, r.Holder, clientv3.WithLease(g.ID), clientv3.WithPrevKV())
+	if err != nil {
+		return fmt.Errorf("queueing: %w", err)
+	}
+	rev := resp.Header.Revision
+	if resp.PrevKv != nil {
+		rev = resp.PrevKv.CreateRevision
+	}
+	s.remember(ek, queued{rev: rev, id: g.ID, expires: sent.Add(ttl)})
+	return nil
+}
+
+// revokeQueued revokes the etcd leases of the entries the store wrote,
+// which deletes the entries: its waiters leave their queues at once.
+func (s *Store) revokeQueued(ctx context.Context) {
+	s.mu.Lock()
+	var ids []clientv3.LeaseID
+	for _, q := range s.queued {
+		ids = append(ids, q.id)
+	}
+	clear(s.queued)
+	s.mu.Unlock()
+	for _, id := range ids {
+		_, _ = s.cli.Revoke(ctx, id) // best effort: it expires after its TTL
+	}
+}
