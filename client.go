@@ -129,9 +129,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 	return c.try(ctx, key, p, c.clock.Now())
 }
 
-// Acquire acquires key, waiting while another holder has it, until ctx ends.
-// It never busy-polls: it wakes on the store's release announcement when the
-// store is a Notifier, and otherwise when the holder's TTL would run out.
+// Acquire acquires key, waiting while another holder has it, until ctx ends
+// or the Client is closed (ErrClosed). It never busy-polls: it wakes on the
+// store's release announcement when the store is a Notifier, and otherwise
+// when the holder's TTL would run out.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -173,6 +174,9 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
+		case <-c.stop:
+			t.Stop()
+			return nil, ErrClosed
 		case <-w.ch:
 			t.Stop()
 		case <-t.C():
@@ -274,7 +278,7 @@ func (c *Client) try(ctx context.Context, key string, p params, start time.Time)
 	if err != nil {
 		return nil, err
 	}
-	req := Request{Key: key, Token: token, Holder: p.holder, TTL: p.ttl}
+	req := Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl}
 	sent := c.clock.Now()
 	g, err := c.store.Acquire(ctx, req)
 	if err != nil {

@@ -53,8 +53,9 @@ func (l *Lease) Key() string { return l.req.Key }
 // Token returns the holder's unique token (128 bits from crypto/rand, hex).
 func (l *Lease) Token() string { return l.req.Token }
 
-// Holder returns the identity stored beside the token.
-func (l *Lease) Holder() string { return l.req.Holder }
+// Holder returns the holder's identity (for a semaphore slot, without the
+// annotation the store keeps beside it).
+func (l *Lease) Holder() string { return l.p.holder }
 
 // TTL returns the lease's TTL.
 func (l *Lease) TTL() time.Duration { return l.p.ttl }
@@ -190,7 +191,7 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 }
 
 func (l *Lease) event(kind EventKind, at time.Time) Event {
-	return Event{Kind: kind, Key: l.req.Key, Holder: l.req.Holder, Fence: l.fence, Time: at}
+	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at}
 }
 
 // LostError reports why a lease was lost. It matches ErrLost.

@@ -24,6 +24,7 @@ type params struct {
 	renew  time.Duration // 0: ttl/3
 	drift  time.Duration // <0: default
 	holder string
+	tag    string // appended to holder in the store (a semaphore's " [sem n=N]"); no option sets it
 }
 
 type config struct {

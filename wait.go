@@ -14,8 +14,8 @@ import (
 // until the holder's TTL would run out.
 
 type waiter struct {
-	key string
-	ch  chan struct{} // gets a value when key may be free
+	keys []string
+	ch   chan struct{} // gets a value when one of keys may be free
 }
 
 func (w *waiter) notify() {
@@ -49,19 +49,23 @@ func newHub(c *Client) *hub {
 	return h
 }
 
-func (h *hub) register(key string) *waiter {
-	w := &waiter{key: key, ch: make(chan struct{}, 1)}
+// register returns a waiter woken when any of keys may be free (a semaphore
+// waits for any of its slots).
+func (h *hub) register(keys ...string) *waiter {
+	w := &waiter{keys: keys, ch: make(chan struct{}, 1)}
 	if h.notifier == nil {
 		return w
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ws := h.waiters[key]
-	if ws == nil {
-		ws = make(map[*waiter]struct{})
-		h.waiters[key] = ws
+	for _, key := range keys {
+		ws := h.waiters[key]
+		if ws == nil {
+			ws = make(map[*waiter]struct{})
+			h.waiters[key] = ws
+		}
+		ws[w] = struct{}{}
 	}
-	ws[w] = struct{}{}
 	return w
 }
 
@@ -71,10 +75,12 @@ func (h *hub) unregister(w *waiter) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ws := h.waiters[w.key]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(h.waiters, w.key)
+	for _, key := range w.keys {
+		if ws := h.waiters[key]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(h.waiters, key)
+			}
 		}
 	}
 }
@@ -168,7 +174,7 @@ func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 			}
 			for _, ws := range h.waiters {
 				for w := range ws {
-					w.notify()
+					w.notify() // a waiter of several keys is notified once per key: harmless
 				}
 			}
 			h.mu.Unlock()

@@ -34,8 +34,9 @@ type Harness struct {
 const DefaultTTL = 500 * time.Millisecond
 
 // Run runs the conformance suite against the store h makes: store-level
-// contract tests (errors, fences, expiry, renewal) and lease.Client tests
-// over the store (heartbeat, loss, waiting, cancellation, Close). Subtests run
+// contract tests (errors, fences, expiry, renewal), lease.Client tests
+// over the store (heartbeat, loss, waiting, cancellation, Close), and leader
+// election (package election) and semaphore tests over the Client. Subtests run
 // one after the other, each in a fresh namespace with its own stores and
 // clients, bounded in time, and fail if they leave goroutines behind.
 func Run(t *testing.T, h Harness) {
@@ -81,6 +82,10 @@ var cases = []struct {
 	{"InvalidInput", testInvalidInput},
 	{"BatchRenew", testBatchRenew},
 	{"Inspect", testInspect},
+	{"ElectionBasics", testElectionBasics},
+	{"ElectionFailover", testElectionFailover},
+	{"SemaphoreLimit", testSemaphoreLimit},
+	{"SemaphoreWake", testSemaphoreWake},
 }
 
 // env is one subtest's environment.

@@ -1,0 +1,244 @@
+// The Election type: options, Campaign, Resign, Leader and Run.
+
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// ErrNotLeader is returned by Resign when this candidate does not lead.
+var ErrNotLeader = errors.New("election: not the leader")
+
+// Leader describes the current leader of an election, as the store sees it.
+type Leader struct {
+	// Held is false when nobody leads (the other fields are then zero).
+	Held bool
+	// Identity is the leader's identity (its lease holder string), "" when
+	// the store does not keep it.
+	Identity string
+	// Fence is the leader's fencing token: strictly larger than the fence of
+	// every earlier leader of the election.
+	Fence uint64
+	// Remaining is the store's view of the time left before the leader's
+	// lease expires without a renewal; 0 when the store cannot tell.
+	Remaining time.Duration
+}
+
+// Option configures an Election.
+type Option func(*config)
+
+type config struct {
+	identity string
+	ttl      time.Duration
+}
+
+// WithIdentity sets the candidate's identity, stored as the leadership
+// lease's holder and reported by Leader and Observe (default: the Client's
+// holder, see lease.WithHolder).
+func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
+
+// WithTTL sets the leadership lease's TTL (default: the Client's TTL). It
+// bounds the fail-over time after a leader crashes; Observe polls at a third
+// of it.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// Election is one candidate in the election named by a key. It is safe for
+// concurrent use; Campaign calls on one Election run one at a time.
+type Election struct {
+	c        *lease.Client
+	key      string
+	identity string
+	ttl      time.Duration
+	acq      []lease.AcquireOption
+
+	campaigning chan struct{} // a token: held while a Campaign runs
+
+	mu  sync.Mutex
+	cur *lease.Lease // the leadership lease, nil when not leading
+}
+
+// New returns a candidate for the election key over c. Options invalid for
+// the Client's store (a TTL out of its limits, a bad key) return an error
+// matching lease.ErrInvalid.
+func New(c *lease.Client, key string, opts ...Option) (*Election, error) {
+	if c == nil {
+		return nil, lease.Invalid("client", "nil client")
+	}
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, lease.Invalid("option", "nil election option")
+		}
+		o(&cfg)
+	}
+	e := &Election{c: c, key: key, identity: cfg.identity, ttl: cfg.ttl, campaigning: make(chan struct{}, 1)}
+	if e.identity == "" {
+		e.identity = c.Holder()
+	} else {
+		e.acq = append(e.acq, lease.WithHolder(e.identity))
+	}
+	if e.ttl == 0 {
+		e.ttl = c.TTL()
+	} else {
+		e.acq = append(e.acq, lease.WithTTL(e.ttl))
+	}
+	// The Client validates the key fully (against the store's limits) at the
+	// first Campaign or Leader.
+	if key == "" {
+		return nil, lease.Invalid("key", "empty")
+	}
+	if e.ttl < lease.MinTTL {
+		return nil, lease.Invalid("ttl", "%v is below the minimum %v", e.ttl, lease.MinTTL)
+	}
+	return e, nil
+}
+
+// Key returns the election's key (the leadership lease's key).
+func (e *Election) Key() string { return e.key }
+
+// Identity returns this candidate's identity.
+func (e *Election) Identity() string { return e.identity }
+
+// Lease returns the leadership lease while this candidate leads (by the
+// last Campaign), else nil.
+func (e *Election) Lease() *lease.Lease {
+	e.mu.Lock()
+	l := e.cur
+	e.mu.Unlock()
+	if l == nil || l.Err() != nil {
+		return nil
+	}
+	return l
+}
+
+// Campaign blocks until this candidate leads and returns the leadership
+// lease: its Fence is the term's fencing token (larger than every earlier
+// leader's), its Context ends when leadership is lost or resigned. If this
+// candidate already leads, Campaign returns the current lease. It returns
+// ctx's error when ctx ends, and an error matching lease.ErrClosed when the
+// Client is closed, promptly, even while waiting.
+func (e *Election) Campaign(ctx context.Context) (*lease.Lease, error) {
+	select {
+	case e.campaigning <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("election %q: campaign: %w", e.key, ctx.Err())
+	}
+	defer func() { <-e.campaigning }()
+	if l := e.Lease(); l != nil {
+		return l, nil
+	}
+	l, err := e.c.Acquire(ctx, e.key, e.acq...)
+	if err != nil {
+		return nil, fmt.Errorf("election %q: campaign: %w", e.key, err)
+	}
+	e.mu.Lock()
+	e.cur = l
+	e.mu.Unlock()
+	return l, nil
+}
+
+// Resign gives up leadership: it releases the leadership lease, so that
+// another candidate can lead at once (a waiting candidate is woken by the
+// release announcement where the store makes them). It returns an error
+// matching ErrNotLeader if this candidate does not lead, including when its
+// leadership was already lost.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	l := e.cur
+	e.cur = nil
+	e.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("election %q: resign: %w", e.key, ErrNotLeader)
+	}
+	err := l.Release(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrReleased), errors.Is(err, lease.ErrNotHeld):
+		return fmt.Errorf("election %q: resign: %w (%w)", e.key, ErrNotLeader, err)
+	default:
+		return fmt.Errorf("election %q: resign: %w", e.key, err)
+	}
+}
+
+// Leader reports the current leader as the store sees it (one Inspect).
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	info, err := e.c.Inspect(ctx, e.key)
+	if err != nil {
+		return Leader{}, fmt.Errorf("election %q: leader: %w", e.key, err)
+	}
+	if !info.Held {
+		return Leader{}, nil
+	}
+	return Leader{Held: true, Identity: info.Holder, Fence: info.Fence, Remaining: info.Remaining}, nil
+}
+
+// Run campaigns, calls fn while this candidate leads, and campaigns again
+// after fn returns, until ctx ends; it then returns ctx's error. It returns
+// early only with an error Campaign cannot retry (the Client closed: a match
+// for lease.ErrClosed; invalid options: lease.ErrInvalid).
+//
+// fn's leaderCtx is cancelled when leadership is lost (context.Cause tells
+// why: an error matching lease.ErrLost) or ctx ends; fn must then stop
+// acting as the leader and return. Leadership is released only after fn has
+// returned, so no other candidate leads while fn runs, except after a loss,
+// which cancels leaderCtx first: the Client reports a loss at its local
+// deadline, before the store can let another candidate in. When fn returns
+// on its own while still leading, Run releases leadership and campaigns
+// again (it may win at once). LeaseFrom(leaderCtx) returns the term's lease:
+// pass its Fence to the resources the leader writes, so that a paused
+// ex-leader's late writes are rejected.
+func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) error {
+	if fn == nil {
+		return lease.Invalid("function", "nil")
+	}
+	for {
+		l, err := e.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		e.lead(ctx, l, fn)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// lead runs fn under l and releases l after fn returned.
+func (e *Election) lead(ctx context.Context, l *lease.Lease, fn func(context.Context)) {
+	leaderCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	defer func() {
+		stop()
+		cancel(nil)
+		e.mu.Lock()
+		if e.cur == l {
+			e.cur = nil
+		}
+		e.mu.Unlock()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.TTL())
+		defer rcancel()
+		// Lost or resigned leases need no release; a failed release frees
+		// when the TTL runs out.
+		_ = l.Release(rctx)
+	}()
+	fn(leaderCtx)
+}
+
+type leaseKey struct{}
+
+// LeaseFrom returns the leadership lease of the term whose leaderCtx (given
+// to Run's function) is ctx, or nil for any other context.
+func LeaseFrom(ctx context.Context) *lease.Lease {
+	l, _ := ctx.Value(leaseKey{}).(*lease.Lease)
+	return l
+}
