@@ -20,6 +20,7 @@ import (
 type Client struct {
 	store  Store
 	batch  BatchRenewer // nil when the store cannot batch
+	fifo   bool         // Acquire queues waiters (a Queuer store, WithFIFO not false)
 	limits Limits
 	def    params // client-wide lease settings, before per-acquire options
 	obs    Observer
@@ -44,7 +45,7 @@ func New(store Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, Invalid("store", "nil store")
 	}
-	cfg := config{params: params{drift: -1}, clock: SystemClock(), logger: slog.New(slog.DiscardHandler)}
+	cfg := config{params: params{drift: -1}, clock: SystemClock(), logger: slog.New(slog.DiscardHandler), fifo: true}
 	for _, o := range opts {
 		if o == nil {
 			return nil, Invalid("option", "nil option")
@@ -72,6 +73,9 @@ func New(store Store, opts ...Option) (*Client, error) {
 	}
 	if b, ok := store.(BatchRenewer); ok {
 		c.batch = b
+	}
+	if q, ok := store.(Queuer); ok && cfg.fifo {
+		c.fifo = q.QueuesWaiters()
 	}
 	if _, err := c.def.resolve(c.limits); err != nil {
 		return nil, err
@@ -133,6 +137,13 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // or the Client is closed (ErrClosed). It never busy-polls: it wakes on the
 // store's release announcement when the store is a Notifier, and otherwise
 // when the holder's TTL would run out.
+//
+// With a store that queues waiters (a Queuer; every leasekit store does),
+// waiting is FIFO: the key goes to the client that has waited longest, and
+// neither the releaser nor a newcomer can take it meanwhile. Acquire keeps
+// one token for the whole wait, refreshes its place in the queue at least
+// every renew interval, and leaves the queue when it gives up. WithFIFO(false)
+// turns this off: waiters then race.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -141,10 +152,46 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	start := c.clock.Now()
 	w := c.hub.register(key)
 	defer c.hub.unregister(w)
+	// In FIFO mode the token is the waiter's place in the queue: it stays
+	// the same across attempts and is released (leaving the queue, or
+	// freeing a lease whose grant we did not see) when Acquire gives up.
+	var queued Request
+	if c.fifo {
+		if queued, err = c.request(key, p, true); err != nil {
+			return nil, err
+		}
+	}
+	l, err := c.wait(ctx, key, p, start, w, queued)
+	if err != nil && c.fifo {
+		c.leaveQueue(queued)
+	}
+	return l, err
+}
+
+// leaveQueue releases a waiter's token before Acquire returns, so that the
+// caller is out of the queue (and holds nothing) once Acquire has failed. It
+// is bounded: if the store cannot be reached, the entry expires after its TTL.
+func (c *Client) leaveQueue(req Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(req.TTL/3, time.Second))
+	defer cancel()
+	if err := c.store.Release(ctx, req); err != nil && !errors.Is(err, ErrNotHeld) {
+		c.log.Warn("lease: leaving the queue failed; the entry expires after the TTL", "key", req.Key, "token", short(req.Token), "err", err)
+	}
+}
+
+// wait is Acquire's loop; queued is the FIFO request, or zero when waiters
+// race (each attempt then has a new token).
+func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, w *waiter, queued Request) (*Lease, error) {
 	var transient int
 	for {
 		gen := c.hub.ensure(ctx)
-		l, err := c.try(ctx, key, p, start)
+		var l *Lease
+		var err error
+		if queued.Token != "" {
+			l, err, _ = c.attempt(ctx, queued, p, start) // dirty: released when Acquire gives up
+		} else {
+			l, err = c.try(ctx, key, p, start)
+		}
 		if err == nil {
 			return l, nil
 		}
@@ -165,6 +212,11 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			transient++
 			sleep = backoff(transient, p.renew)
 			c.log.Warn("lease: acquire failed, retrying", "key", key, "err", err, "retry_in", sleep)
+		}
+		if queued.Token != "" {
+			// Refresh the place in the queue well before it expires (a TTL
+			// after the last attempt).
+			sleep = min(sleep, p.renew)
 		}
 		if c.hub.changed(gen) {
 			continue // the subscription was (re)established: look again at once
@@ -266,36 +318,55 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-// try makes one acquisition attempt.
+// try makes one acquisition attempt with a new token, and frees the token
+// if the attempt's outcome is unknown.
 func (c *Client) try(ctx context.Context, key string, p params, start time.Time) (*Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
-	token, err := newToken()
+	req, err := c.request(key, p, false)
 	if err != nil {
 		return nil, err
 	}
-	req := Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl}
+	l, err, dirty := c.attempt(ctx, req, p, start)
+	if dirty {
+		c.cleanup(req)
+	}
+	return l, err
+}
+
+// request returns the store request of an acquisition, with a new token.
+func (c *Client) request(key string, p params, queue bool) (Request, error) {
+	token, err := newToken()
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue}, nil
+}
+
+// attempt asks the store for req once. dirty reports that the store may hold
+// req's token although no lease was returned (the write may have reached the
+// store before an error, or the Client closed meanwhile): the caller must
+// release the token, now or when it stops using it.
+func (c *Client) attempt(ctx context.Context, req Request, p params, start time.Time) (l *Lease, err error, dirty bool) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err), false
+	}
+	if c.isClosed() {
+		return nil, ErrClosed, false
+	}
 	sent := c.clock.Now()
 	g, err := c.store.Acquire(ctx, req)
 	if err != nil {
 		if errors.Is(err, ErrHeld) || errors.Is(err, ErrInvalid) {
-			return nil, err
+			return nil, err, false
 		}
 		// The write may have reached the store even though we saw an error
-		// (a timeout, a cancelled ctx): free it so it is no orphan.
-		c.cleanup(req)
-		return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+		// (a timeout, a cancelled ctx).
+		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err), true
 	}
-	l := newLease(c, req, p, g.Fence, sent)
+	l = newLease(c, req, p, g.Fence, sent)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		c.cleanup(req)
-		return nil, ErrClosed
+		return nil, ErrClosed, true
 	}
 	c.leases[l] = struct{}{}
 	ev := l.event(EventAcquired, sent)
@@ -311,8 +382,8 @@ func (c *Client) try(ctx context.Context, key string, p params, start time.Time)
 		})
 	}
 	c.kick()
-	c.log.Debug("lease: acquired", "key", key, "fence", g.Fence, "token", short(token))
-	return l, nil
+	c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
+	return l, nil, false
 }
 
 func (c *Client) isClosed() bool {

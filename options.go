@@ -32,6 +32,7 @@ type config struct {
 	observer Observer
 	logger   *slog.Logger
 	clock    Clock
+	fifo     bool
 	errs     []error
 }
 
@@ -88,6 +89,14 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 	})
+}
+
+// WithFIFO sets whether Acquire waits in the store's FIFO queue of waiters
+// (default true, with stores that implement Queuer). With false, waiters race
+// for a released key and the releaser may take it again at once: more
+// acquisitions per second under contention, but no bound on a waiter's wait.
+func WithFIFO(enabled bool) Option {
+	return clientOption(func(c *config) { c.fifo = enabled })
 }
 
 // WithClock sets the Client's clock (default: the system clock).

@@ -14,20 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/etcdlease"
-	"github.com/leasekit/lease/leasetest"
 )
-
-// TestFIFO runs the FIFO conformance subtests (redundant once leasetest.Run
-// includes them) on the single node and on a private three-node cluster.
-func TestFIFO(t *testing.T) {
-	t.Run("node", func(t *testing.T) {
-		leasetest.RunFIFO(t, harness(t, newCli(t, endpoints(t))))
-	})
-	t.Run("cluster", func(t *testing.T) {
-		c := startCluster(t, 3)
-		leasetest.RunFIFO(t, harness(t, newCli(t, c.endpoints())))
-	})
-}
 
 // entryKey is the etcd key of token's entry in key's queue.
 func entryKey(prefix, key, token string) string { return prefix + key + "\x00q/" + token }

@@ -30,8 +30,3 @@ func harness(base string) leasetest.Harness {
 func TestConformance(t *testing.T) {
 	leasetest.Run(t, harness(t.TempDir()))
 }
-
-// TestFIFO runs the suite's FIFO subtests (until leasetest.Run includes them).
-func TestFIFO(t *testing.T) {
-	leasetest.RunFIFO(t, harness(t.TempDir()))
-}

@@ -36,7 +36,8 @@ const DefaultTTL = 500 * time.Millisecond
 // Run runs the conformance suite against the store h makes: store-level
 // contract tests (errors, fences, expiry, renewal), lease.Client tests
 // over the store (heartbeat, loss, waiting, cancellation, Close), and leader
-// election (package election) and semaphore tests over the Client. Subtests run
+// election (package election), semaphore and FIFO hand-off tests over the
+// Client. Subtests run
 // one after the other, each in a fresh namespace with its own stores and
 // clients, bounded in time, and fail if they leave goroutines behind.
 func Run(t *testing.T, h Harness) {
@@ -50,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 	if h.TTL < 4*lease.MinTTL {
 		t.Fatalf("leasetest.Run: Harness.TTL %v is too short; use at least %v", h.TTL, 4*lease.MinTTL)
 	}
-	for _, tc := range cases {
+	for _, tc := range append(cases[:len(cases):len(cases)], fifoCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(newEnv(t, h))
 		})

@@ -143,6 +143,7 @@ var fifoCases = []struct {
 	{"FIFOOrder", testFIFOOrder},
 	{"FIFOWaiterExpires", testFIFOWaiterExpires},
 	{"FIFOGiveUp", testFIFOGiveUp},
+	{"FIFOClients", testFIFOClients},
 }
 
 // RunFIFO runs only the FIFO subtests of the suite (Run runs them too): a
@@ -154,5 +155,89 @@ func RunFIFO(t *testing.T, h Harness) {
 	}
 	for _, tc := range fifoCases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(newEnv(t, h)) })
+	}
+}
+
+// waitQueued waits until key has at least n live waiters queued, as a
+// non-queued probe sees them (HeldError.Queued).
+func (e *env) waitQueued(s lease.Store, key string, n int) {
+	e.t.Helper()
+	deadline := time.Now().Add(10*e.ttl + 5*time.Second)
+	for {
+		_, err := s.Acquire(e.ctx, e.request(key, "probe", e.ttl))
+		var he *lease.HeldError
+		if errors.As(err, &he) && he.Queued >= n {
+			return
+		}
+		if err == nil {
+			e.t.Fatalf("the probe acquired %q: nobody holds it or waits for it", key)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%q: fewer than %d waiters queued after %v (last: %v)", key, n, 10*e.ttl+5*time.Second, err)
+		}
+		e.sleep(10 * time.Millisecond)
+	}
+}
+
+// testFIFOClients: Clients that wait in Acquire get the key in the order they
+// started waiting, and the releaser who asks again goes to the back.
+func testFIFOClients(e *env) {
+	probe := e.store()
+	if !e.queuer(probe) {
+		return
+	}
+	key := e.key("fifo-clients")
+	holder := e.client(e.store())
+	first := e.tryAcquire(holder, key)
+	type got struct {
+		who string
+		l   *lease.Lease
+		err error
+	}
+	order := make(chan got, 4)
+	names := []string{"W1", "W2", "W3"}
+	for i, name := range names {
+		c := e.client(e.store(), lease.WithHolder(name))
+		go func() {
+			l, err := c.Acquire(e.ctx, key)
+			order <- got{name, l, err}
+			if err == nil {
+				time.Sleep(e.ttl / 10) // hold briefly, then pass it on
+				if err := l.Release(e.ctx); err != nil {
+					e.t.Errorf("%s's Release: %v", name, err)
+				}
+			}
+		}()
+		e.waitQueued(probe, key, i+1) // W(i+1) is queued before the next starts
+	}
+	if err := first.Release(e.ctx); err != nil {
+		e.t.Fatalf("the first holder's Release: %v", err)
+	}
+	// The releaser asks again at once: it must queue behind W1..W3.
+	go func() {
+		l, err := holder.Acquire(e.ctx, key)
+		order <- got{"releaser", l, err}
+		if err == nil {
+			_ = l.Release(e.ctx)
+		}
+	}()
+	last := first.Fence()
+	for _, want := range append(names, "releaser") {
+		var g got
+		select {
+		case g = <-order:
+		case <-e.ctx.Done():
+			e.t.Fatalf("waiting for %s to acquire: %v", want, e.ctx.Err())
+		}
+		if g.err != nil {
+			e.t.Fatalf("%s's Acquire: %v", g.who, g.err)
+		}
+		if g.who != want {
+			e.t.Fatalf("%s acquired before %s: not FIFO", g.who, want)
+		}
+		if g.l.Fence() <= last {
+			e.t.Errorf("%s's fence %d is not above the previous %d", g.who, g.l.Fence(), last)
+		}
+		last = g.l.Fence()
 	}
 }

@@ -29,22 +29,3 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
-
-// TestFIFO runs the FIFO hand-off subtests (lease.Queuer) in both modes.
-// The lead folds them into leasetest.Run; this test is then redundant.
-func TestFIFO(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			pool := sharedPool(t)
-			leasetest.RunFIFO(t, leasetest.Harness{
-				NewStore: func(t testing.TB, ns string) lease.Store {
-					s, err := pglease.New(pool, pglease.WithMode(mode), pglease.WithNamespace(ns))
-					if err != nil {
-						t.Fatalf("New: %v", err)
-					}
-					return s
-				},
-			})
-		})
-	}
-}

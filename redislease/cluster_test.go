@@ -196,12 +196,6 @@ func TestCluster(t *testing.T) {
 		t.Logf("40 leases on %d masters renewed in one RenewMany", nodes.Load())
 	})
 
-	t.Run("FIFO", func(t *testing.T) {
-		runFIFO(t, c, func() redis.UniversalClient {
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		})
-	})
-
 	t.Run("Subscribe", func(t *testing.T) {
 		sub := subscribe(t, s)
 		for i := range 5 {

@@ -51,11 +51,6 @@ func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() 
 	leasetest.Run(t, harness(t, admin, newClient))
 }
 
-// runFIFO runs the FIFO subtests of the suite with the stores of harness.
-func runFIFO(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
-	leasetest.RunFIFO(t, harness(t, admin, newClient))
-}
-
 func TestConformance(t *testing.T) {
 	admin := sharedClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -14,16 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestFIFO runs the FIFO subtests of the conformance suite with the harness
-// of TestConformance (redundant once leasetest.Run includes them).
-func TestFIFO(t *testing.T) {
-	admin := sharedClient(t)
-	addr := admin.Options().Addr
-	runFIFO(t, admin, func() redis.UniversalClient {
-		return redis.NewClient(&redis.Options{Addr: addr})
-	})
-}
-
 // queued acquires r with Request.Queue and checks that it is refused with
 // ahead waiters before it.
 func queued(t *testing.T, ctx context.Context, s lease.Store, r lease.Request, ahead int) *lease.HeldError {

@@ -11,25 +11,8 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
-
-// TestFIFO runs the leasetest FIFO subtests with the TestConformance harness.
-func TestFIFO(t *testing.T) {
-	srvs := servers(t)
-	base := root("fifo")
-	leasetest.RunFIFO(t, leasetest.Harness{
-		TTL: testTTL,
-		NewStore: func(t testing.TB, ns string) lease.Store {
-			s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, testSession, zklease.WithRoot(base+"/"+ns))
-			if err != nil {
-				t.Fatalf("zklease.Dial: %v", err)
-			}
-			return s
-		},
-	})
-}
 
 // queueReq acquires r with Request.Queue on s and wants a *lease.HeldError
 // with ahead waiters queued before it.
