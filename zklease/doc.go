@@ -67,7 +67,8 @@
 // queued token's later Acquire: 2 when granted (a listing, the write that
 // makes the entry the holder), 4 while it waits (a listing, the refresh, a
 // read of the lowest node, plus the watch).
-// Renew: 1 (a version-checked write). RenewMany: 1 multi for all leases.
+// Renew: 1 (a version-checked write). RenewMany: 1 multi per 1000 leases (ZooKeeper
+// refuses requests over jute.maxbuffer, 1 MiB by default).
 // Release: 1 (a delete). Inspect: 3 (one a write to learn the server's time).
 // Renew and Release of a lease (or queue entry) this Store did not make
 // first find the node by its token and read it (+2).

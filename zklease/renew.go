@@ -119,29 +119,54 @@ func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
 	return nil
 }
 
-// RenewMany implements lease.BatchRenewer: one multi of version-checked
+// RenewMany implements lease.BatchRenewer: multis (at most 1000 operations or 512 KiB each) of version-checked
 // writes for every lease this Store granted, in one round trip. A multi is
 // all-or-nothing: when one write fails (a lease is gone), that lease is
 // renewed alone (to learn its error) and the multi is sent again without it.
 // Leases this Store did not grant are renewed one by one.
 func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	errs := make([]error, len(rs))
-	type item struct {
-		i int
-		g grant
-	}
-	var batch []item
+	var batch []renewItem
 	for i, r := range rs {
 		if err := s.check(ctx, r, true); err != nil {
 			errs[i] = err
 			continue
 		}
 		if g, ok := s.remembered(r); ok && !g.waiting {
-			batch = append(batch, item{i, g})
+			batch = append(batch, renewItem{i, g})
 			continue
 		}
 		errs[i] = s.Renew(ctx, r)
 	}
+	// ZooKeeper refuses a request larger than jute.maxbuffer (1 MiB by
+	// default) and drops the connection: renew in multis of bounded size,
+	// one round trip each.
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && n < maxMultiOps {
+			size += len(batch[n].g.path) + len(encodeData(rs[batch[n].i], false)) + multiOpOverhead
+			if n > 0 && size > maxMultiBytes {
+				break
+			}
+			n++
+		}
+		s.renewMulti(ctx, rs, batch[:n:n], errs)
+		batch = batch[n:]
+	}
+	return errs
+}
+
+// Bounds of one renewal multi, well under ZooKeeper's default 1 MiB request
+// limit (jute.maxbuffer).
+const (
+	maxMultiOps     = 1000
+	maxMultiBytes   = 512 << 10
+	multiOpOverhead = 32 // op header, version, lengths
+)
+
+// renewMulti renews batch in one multi; a lease that fails there (gone, or
+// renewed elsewhere) is renewed alone and the multi re-sent without it.
+func (s *Store) renewMulti(ctx context.Context, rs []lease.Request, batch []renewItem, errs []error) {
 	for len(batch) > 0 {
 		if err := ctx.Err(); err != nil {
 			for _, it := range batch {
@@ -186,7 +211,13 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		errs[it.i] = s.Renew(ctx, rs[it.i])
 		batch = append(batch[:failed], batch[failed+1:]...)
 	}
-	return errs
+}
+
+// renewItem is a lease of a RenewMany call that a multi can renew: its index
+// in the requests and its node.
+type renewItem struct {
+	i int
+	g grant
 }
 
 // Release implements lease.Store: it deletes the node named after r's

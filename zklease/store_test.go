@@ -6,6 +6,7 @@ package zklease_test
 
 import (
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -222,5 +223,33 @@ func TestCutOffCreate(t *testing.T) {
 	}
 	if err := s.Release(ctx, r); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	}
+}
+
+// TestRenewManyLarge renews more leases than one multi may carry: ZooKeeper
+// refuses requests over jute.maxbuffer (1 MiB) and drops the connection, so
+// RenewMany must split them.
+func TestRenewManyLarge(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 90*time.Second)
+	s := dial(t, srvs, zklease.WithRoot(root("renewmany-large")))
+	const n = 2500 // a single multi of these would exceed 1 MiB
+	rs := make([]lease.Request, n)
+	for i := range rs {
+		rs[i] = lease.Request{Key: fmt.Sprintf("key-with-a-long-name-%05d-%s", i, strings.Repeat("x", 200)), Token: token(), Holder: "holder-" + strings.Repeat("h", 100), TTL: testSession}
+		if _, err := s.Acquire(ctx, rs[i]); err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+	}
+	for round := range 2 {
+		for i, err := range s.RenewMany(ctx, rs) {
+			if err != nil {
+				t.Fatalf("round %d: RenewMany[%d]: %v", round, i, err)
+			}
+		}
+	}
+	// The session survived: a lease is still renewable on its own.
+	if err := s.Renew(ctx, rs[n-1]); err != nil {
+		t.Fatalf("Renew after the large RenewMany: %v", err)
 	}
 }
