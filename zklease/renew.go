@@ -119,8 +119,9 @@ func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
 	return nil
 }
 
-// RenewMany implements lease.BatchRenewer: multis (at most 1000 operations or 512 KiB each) of version-checked
-// writes for every lease this Store granted, in one round trip. A multi is
+// RenewMany implements lease.BatchRenewer: version-checked writes for every
+// lease this Store granted, in multis of at most 1000 operations or 512 KiB
+// (one round trip each). A multi is
 // all-or-nothing: when one write fails (a lease is gone), that lease is
 // renewed alone (to learn its error) and the multi is sent again without it.
 // Leases this Store did not grant are renewed one by one.
