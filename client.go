@@ -34,6 +34,7 @@ type Client struct {
 	draining bool                // Close is waiting for goroutines: run work inline
 	wg       sync.WaitGroup      // every goroutine the Client starts
 
+	wakeAt time.Time  // when the heartbeat plans to wake next (guarded by mu)
 	emitMu sync.Mutex // keeps observer events in the order they were decided
 	wake   chan struct{}
 	stop   chan struct{}
@@ -369,6 +370,7 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		return nil, ErrClosed, true
 	}
 	c.leases[l] = struct{}{}
+	c.kickLocked(l.nextRenew)
 	ev := l.event(EventAcquired, sent)
 	ev.Wait = sent.Sub(start)
 	c.unlockEmit(ev)
@@ -381,7 +383,6 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 			}
 		})
 	}
-	c.kick()
 	c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
 	return l, nil, false
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -557,4 +558,70 @@ func TestCloseReleasesAndStops(t *testing.T) {
 	if err := f.c.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
+}
+
+// countingClock counts the timers the heartbeat arms: one per wake-up.
+type countingClock struct {
+	*leasetest.FakeClock
+	timers atomic.Int64
+}
+
+func (c *countingClock) NewTimer(d time.Duration) lease.Timer {
+	c.timers.Add(1)
+	return c.FakeClock.NewTimer(d)
+}
+
+// TestHeartbeatWakesRarelyWithoutBatching: with a store that renews one lease
+// per call, renewals still converge into rounds, and the heartbeat wakes a few
+// times per renew interval, not once per lease (each wake scans every lease).
+func TestHeartbeatWakesRarelyWithoutBatching(t *testing.T) {
+	clk := &countingClock{FakeClock: leasetest.NewFakeClock()}
+	mem := memlease.New(memlease.WithClock(clk))
+	defer mem.Close()
+	c, err := lease.New(memlease.Plain(mem.Handle()), lease.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	ttl := 9 * time.Second
+	interval := ttl / 3
+	const n = 300
+	var ls []*lease.Lease
+	for i := range n { // acquired over 3 s of fake time
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("k%d", i), lease.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		clk.Advance(10 * time.Millisecond)
+	}
+	settle := func() {
+		// Every lease renewed and the heartbeat asleep again.
+		deadline := time.Now().Add(5 * time.Second)
+		for clk.Timers() == 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	step := 50 * time.Millisecond
+	advance := func(d time.Duration) {
+		for end := clk.Now().Add(d); clk.Now().Before(end); {
+			clk.Advance(step)
+			settle()
+		}
+	}
+	advance(5 * interval) // converge
+	before := clk.timers.Load()
+	advance(10 * interval)
+	wakes := clk.timers.Load() - before
+	for _, l := range ls {
+		if l.Err() != nil {
+			t.Fatalf("%s lost: %v", l.Key(), l.Err())
+		}
+	}
+	if wakes > 10*4 {
+		t.Fatalf("the heartbeat woke %d times in 10 renew intervals for %d leases: it should wake about once per interval", wakes, n)
+	}
+	t.Logf("%d heartbeat wake-ups in 10 renew intervals for %d leases", wakes, n)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,17 @@ func (c *Client) heartbeat() {
 	}
 }
 
-// kick wakes the heartbeat to re-plan (a lease was added or renewed).
+// kickLocked wakes the heartbeat if at comes before the wake it planned (a
+// lease was added, or a renewal failed and is retried soon); c.mu is held.
+// Waking it on every change would make each wake scan every lease: O(n²).
+func (c *Client) kickLocked(at time.Time) {
+	if at.Before(c.wakeAt) {
+		c.wakeAt = at
+		c.kick()
+	}
+}
+
+// kick wakes the heartbeat to re-plan.
 func (c *Client) kick() {
 	select {
 	case c.wake <- struct{}{}:
@@ -49,17 +60,16 @@ func (c *Client) tick() time.Time {
 	var evs []Event
 
 	c.mu.Lock()
-	// With a batching store, once one lease is due, every lease renewed at
-	// least a third of its interval ago joins the same round trip: the
-	// renewal times of all leases converge and a client makes about one round
-	// trip per renew interval however many leases it holds.
+	// Once one lease is due, every lease renewed at least a third of its
+	// interval ago joins the same round: the renewal times of all leases
+	// converge, so the heartbeat wakes about once per renew interval however
+	// many leases it holds, and a batching store renews them all in one round
+	// trip.
 	align := false
-	if c.batch != nil {
-		for l := range c.leases {
-			if l.inflight == nil && !now.Before(l.nextRenew) {
-				align = true
-				break
-			}
+	for l := range c.leases {
+		if l.inflight == nil && !now.Before(l.nextRenew) {
+			align = true
+			break
 		}
 	}
 	for l := range c.leases {
@@ -93,6 +103,7 @@ func (c *Client) tick() time.Time {
 			next = l.nextRenew
 		}
 	}
+	c.wakeAt = next
 	c.unlockEmit(evs...)
 
 	for _, l := range lost {
@@ -128,15 +139,29 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 		})
 		return
 	}
-	for _, l := range due {
+	// One call per lease, by a few workers: a round can hold thousands.
+	deadline := time.Now().Add(timeout)
+	var next atomic.Int64
+	for range min(len(due), renewWorkers) {
 		c.spawn(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			err := c.store.Renew(ctx, l.req)
-			c.renewed(sent, []*Lease{l}, []error{err})
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(due) {
+					return
+				}
+				l := due[i]
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				err := c.store.Renew(ctx, l.req)
+				cancel()
+				c.renewed(sent, []*Lease{l}, []error{err})
+			}
 		})
 	}
 }
+
+// renewWorkers bounds the concurrent Renew calls of one round with a store
+// that cannot batch.
+const renewWorkers = 16
 
 // renewTimeout bounds a renewal: no later than the earliest deadline among the
 // leases (they are lost then anyway) and no longer than a renew interval, so a
@@ -167,6 +192,7 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			l.lastRenew = sent
 			l.deadline = sent.Add(l.p.ttl - l.p.drift)
 			l.nextRenew = sent.Add(l.p.renew)
+			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewed, now)
 			ev.Latency = now.Sub(sent)
 			evs = append(evs, ev)
@@ -176,6 +202,7 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			l.failures++
 			l.lastFailure = err
 			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
+			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewFailed, now)
 			ev.Err = err
 			evs = append(evs, ev)
@@ -184,7 +211,6 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 		}
 	}
 	c.unlockEmit(evs...)
-	c.kick()
 }
 
 // backoff returns the wait before retry number n (from 1) of an operation
