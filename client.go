@@ -46,7 +46,7 @@ func New(store Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, Invalid("store", "nil store")
 	}
-	cfg := config{params: params{drift: -1}, clock: SystemClock(), logger: slog.New(slog.DiscardHandler), fifo: true}
+	cfg := config{clock: SystemClock(), logger: slog.New(slog.DiscardHandler), fifo: true}
 	for _, o := range opts {
 		if o == nil {
 			return nil, Invalid("option", "nil option")
@@ -95,6 +95,9 @@ func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
 			return p, Invalid("option", "nil acquire option")
 		}
 		o.applyAcquire(&p)
+	}
+	if p.ttl == 0 {
+		p.ttl = c.def.ttl // WithTTL(0) on an acquisition: the Client's TTL
 	}
 	if err := c.validKey(key); err != nil {
 		return p, err

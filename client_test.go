@@ -425,6 +425,8 @@ func TestInvalidInput(t *testing.T) {
 		"renew >= ttl":     {lease.WithTTL(time.Second), lease.WithRenewInterval(time.Second)},
 		"negative renew":   {lease.WithRenewInterval(-1)},
 		"drift too big":    {lease.WithTTL(time.Second), lease.WithDriftMargin(600 * time.Millisecond)},
+		"negative drift":   {lease.WithDriftMargin(-time.Millisecond)},
+		"renew spins":      {lease.WithRenewInterval(time.Nanosecond)},
 		"nil observer":     {lease.WithObserver(nil)},
 		"nil logger":       {lease.WithLogger(nil)},
 		"nil clock":        {lease.WithClock(nil)},
@@ -449,6 +451,17 @@ func TestInvalidInput(t *testing.T) {
 	}
 	if _, err := f.c.TryAcquire(ctx, "k", lease.WithTTL(time.Millisecond)); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("per-acquire TTL 1ms: %v", err)
+	}
+	// On an acquisition, WithTTL(0) means the Client's TTL, not the default.
+	c5, err := lease.New(f.mem, lease.WithTTL(5*time.Second), lease.WithClock(f.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c5.Close()
+	if l, err := c5.TryAcquire(ctx, "ttl-zero", lease.WithTTL(0)); err != nil {
+		t.Errorf("TryAcquire with WithTTL(0): %v", err)
+	} else if l.TTL() != 5*time.Second {
+		t.Errorf("TryAcquire with WithTTL(0) on a 5s client: TTL %v, want 5s", l.TTL())
 	}
 	if err := f.c.Do(ctx, "k", nil); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("Do(nil fn) = %v", err)

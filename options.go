@@ -16,15 +16,18 @@ const (
 	// MaxKeyLen is the longest key, in bytes, the Client accepts; a store may
 	// allow less.
 	MaxKeyLen = 512
+	// MinRenewInterval is the shortest renew interval the Client accepts.
+	MinRenewInterval = time.Millisecond
 )
 
 // params are the per-lease settings; both Client and Acquire options set them.
 type params struct {
-	ttl    time.Duration
-	renew  time.Duration // 0: ttl/3
-	drift  time.Duration // <0: default
-	holder string
-	tag    string // appended to holder in the store (a semaphore's " [sem n=N]"); no option sets it
+	ttl      time.Duration
+	renew    time.Duration // 0: ttl/3
+	drift    time.Duration // valid when driftSet
+	driftSet bool          // WithDriftMargin was given
+	holder   string
+	tag      string // appended to holder in the store (a semaphore's " [sem n=N]"); no option sets it
 }
 
 type config struct {
@@ -55,6 +58,7 @@ func (o clientOption) applyClient(c *config) { o(c) }
 
 // WithTTL sets the lease TTL (default 10s): how long the store keeps a lease
 // whose holder stopped renewing. It bounds the fail-over time after a crash.
+// On an acquisition, 0 means the Client's TTL.
 func WithTTL(d time.Duration) LeaseOption { return func(p *params) { p.ttl = d } }
 
 // WithRenewInterval sets the heartbeat period (default TTL/3). It must be
@@ -65,7 +69,9 @@ func WithRenewInterval(d time.Duration) LeaseOption { return func(p *params) { p
 // considers a lease lost, to absorb clock-rate differences and scheduling
 // delays of the heartbeat goroutine (default TTL/10 + 1ms). A larger margin
 // only makes a stalled holder give up earlier; it never risks safety.
-func WithDriftMargin(d time.Duration) LeaseOption { return func(p *params) { p.drift = d } }
+func WithDriftMargin(d time.Duration) LeaseOption {
+	return func(p *params) { p.drift, p.driftSet = d, true }
+}
 
 // WithHolder sets the human-readable identity stored beside the token (default
 // "hostname:pid"). It is shown to other clients in HeldError and Inspect.
@@ -132,8 +138,11 @@ func (p params) resolve(lim Limits) (params, error) {
 	if lim.MaxTTL > 0 && p.ttl > lim.MaxTTL {
 		return p, Invalid("ttl", "%v is above the store's maximum %v", p.ttl, lim.MaxTTL)
 	}
-	if p.drift < 0 {
+	switch {
+	case !p.driftSet:
 		p.drift = p.ttl/10 + time.Millisecond
+	case p.drift < 0:
+		return p, Invalid("drift margin", "%v is negative", p.drift)
 	}
 	if p.drift >= p.ttl/2 {
 		return p, Invalid("drift margin", "%v must be below half the TTL %v", p.drift, p.ttl)
@@ -141,8 +150,8 @@ func (p params) resolve(lim Limits) (params, error) {
 	if p.renew == 0 {
 		p.renew = p.ttl / 3
 	}
-	if p.renew < 0 {
-		return p, Invalid("renew interval", "%v is negative", p.renew)
+	if p.renew < MinRenewInterval {
+		return p, Invalid("renew interval", "%v is below the minimum %v (the heartbeat would spin)", p.renew, MinRenewInterval)
 	}
 	if p.renew >= p.ttl-p.drift {
 		return p, Invalid("renew interval", "%v must be shorter than the TTL %v minus the drift margin %v", p.renew, p.ttl, p.drift)

@@ -230,3 +230,24 @@ func TestZooKeeper(t *testing.T) {
 	servers := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 	shareKeys(t, fmt.Sprintf("zk://%s/leaseurl-%d", servers, time.Now().UnixNano()))
 }
+
+// TestRedactAmbiguousUserinfo: unescaped '@', '/', '?' or '#' in a password
+// make URL parsers end the user information early; Redact must still hide
+// the password (it may hide more).
+func TestRedactAmbiguousUserinfo(t *testing.T) {
+	for _, tc := range []struct{ in, secret string }{
+		{"redis://u:pa#ss@h:1", "pa#ss"},
+		{"redis://u:p@ss@[::1:bad", "p@ss"},
+		{"rediss://user:p@ss:w/rd#?@127.0.0.1:6380", "p@ss:w/rd#?"},
+		{"postgres://u:a/b?c@db:5432/x?sslmode=disable", "a/b?c"},
+	} {
+		out := leaseurl.Redact(tc.in)
+		if strings.Contains(out, tc.secret) || !strings.Contains(out, leaseurl.Redacted) {
+			t.Errorf("Redact(%q) = %q: the password %q shows", tc.in, out, tc.secret)
+		}
+	}
+	// Unambiguous URLs keep their host and query.
+	if got, want := leaseurl.Redact("redis://u:pw@h:1/0?prefix=a:"), "redis://u:xxxxx@h:1/0?prefix=a:"; got != want {
+		t.Errorf("Redact = %q, want %q", got, want)
+	}
+}

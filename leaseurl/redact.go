@@ -27,6 +27,12 @@ var (
 // handles text that is not a valid URL, so that it can be applied to any
 // string a user gave as a store URL.
 func Redact(rawURL string) string {
+	if scheme, head, tail, ok := ambiguousUserinfo(rawURL); ok {
+		if c := strings.Index(head, ":"); c >= 0 {
+			head = head[:c+1] + Redacted
+		}
+		return scheme + head + "@" + paramRE.ReplaceAllString(tail, "${1}"+Redacted)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.Scheme == "" {
 		return paramRE.ReplaceAllString(userinfoRE.ReplaceAllString(rawURL, "${1}:"+Redacted+"@"), "${1}"+Redacted)
@@ -48,6 +54,25 @@ func Redact(rawURL string) string {
 		}
 	}
 	return u.String()
+}
+
+// ambiguousUserinfo splits rawURL at the last '@' after "scheme://" when
+// what precedes it contains '@', '/', '?' or '#': a user or password with
+// such characters unescaped makes URL parsers end the user information early
+// (or take it for a host, path or fragment), so which part is the password is
+// ambiguous. Redaction then hides everything from the first ':' to the last
+// '@', which may hide more than the password but never shows it.
+func ambiguousUserinfo(rawURL string) (scheme, head, tail string, ok bool) {
+	i := strings.Index(rawURL, "://")
+	if i < 0 {
+		return "", "", "", false
+	}
+	rest := rawURL[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 || !strings.ContainsAny(rest[:at], "@/?#") {
+		return "", "", "", false
+	}
+	return rawURL[:i+3], rest[:at], rest[at+1:], true
 }
 
 func isSecretParam(k string) bool {
@@ -83,6 +108,15 @@ func secrets(rawURL string) []string {
 				for _, v := range vs {
 					add(v)
 				}
+			}
+		}
+	}
+	// An ambiguous user information: everything after its first ':'.
+	if _, head, _, ok := ambiguousUserinfo(rawURL); ok {
+		if c := strings.Index(head, ":"); c >= 0 {
+			add(head[c+1:])
+			if d, err := url.PathUnescape(head[c+1:]); err == nil {
+				add(d)
 			}
 		}
 	}

@@ -4,6 +4,7 @@
 //	lease run [flags] -- CMD [ARGS...]
 //	lease status [--json] [flags] KEY
 //	lease demo [flags]
+//	lease verify --store URL [--duration D] [--register postgres://...] [--json]
 //
 // # Stores
 //
@@ -57,6 +58,18 @@
 // plus Go and process metrics); --metrics-key-label adds the key as a label.
 // Logs go to stderr through log/slog: --log-level debug|info|warn|error,
 // --log-format text|json.
+//
+// # lease verify
+//
+// Runs the fault-injection harness (package verify) against a store, bounded
+// in time and under its own key prefix, and cleans up: worker processes
+// acquire, read and write a fenced register with their fence, while a
+// nemesis kills (kill -9), stops (SIGSTOP past the TTL) and delays or cuts
+// their connections; the history is checked for linearizability. It prints
+// the report (--json for one object) and exits 0 when clean, 1 on any
+// violation (a stale write accepted, a lease stuck past its TTL), 64 on
+// usage errors and 69 when the store or register cannot be reached. See
+// docs/RELIABILITY.md.
 //
 // # lease demo
 //

@@ -30,6 +30,10 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return demoCommand(args[1:], stdout, stderr)
 	case "demo-worker": // hidden: a worker process of lease demo
 		return demoWorkerCommand(args[1:], stdin, stdout, stderr)
+	case "verify":
+		return verifyCommand(args[1:], stdout, stderr)
+	case "verify-worker": // hidden: a worker process of lease verify
+		return verifyWorkerCommand(stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "lease", version)
 		return exitOK
@@ -52,6 +56,7 @@ Usage:
   lease run [flags] -- CMD [ARGS...]   run CMD while holding a lease
   lease status [flags] KEY             show who holds KEY
   lease demo [flags]                   the leasekit story with real processes
+  lease verify [flags]                 prove the store safe under faults (kill -9, pauses, cuts)
   lease version                        print the version
   lease help COMMAND                   flags of COMMAND
 

@@ -1,0 +1,132 @@
+// lease verify: the fault-injection harness (package verify) against a
+// store, bounded and safe to point at a staging deployment.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leasekit/lease/leaseurl"
+	"github.com/leasekit/lease/verify"
+)
+
+// verifyFaults maps the --faults names to the harness's fault kinds.
+var verifyFaults = map[string]string{
+	"kill":    verify.FaultKill,
+	"stop":    verify.FaultStop,
+	"latency": verify.FaultLatency,
+	"cut":     verify.FaultCut,
+}
+
+func verifyCommand(args []string, stdout, stderr io.Writer) int {
+	var c common
+	var cfg verify.Config
+	var faults, register string
+	var asJSON bool
+	fs := newFlagSet("verify", "[flags]", stderr)
+	c.register(fs)
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults")
+	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (etcd needs at least 2s)")
+	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes")
+	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for")
+	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
+	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register row (default: a local file)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(stderr, "verify", exitUsage, "unexpected arguments %q", fs.Args())
+	}
+	if cfg.Duration <= 0 || cfg.Duration > 24*time.Hour {
+		return fail(stderr, "verify", exitUsage, "--duration %v: want between 0 and 24h", cfg.Duration)
+	}
+	cfg.Faults = []string{}
+	for _, f := range strings.Split(faults, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		k, ok := verifyFaults[f]
+		if !ok {
+			return fail(stderr, "verify", exitUsage, "--faults: unknown fault %q (want kill, stop, latency, cut)", f)
+		}
+		cfg.Faults = append(cfg.Faults, k)
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return fail(stderr, "verify", exitUsage, "%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// Open and reach the store once first: a bad URL or an unreachable
+	// store is not a violation.
+	s, safe, code, err := c.openStore(ctx, log)
+	if err != nil {
+		return fail(stderr, "verify", code, "store %s: %v", safe, err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err = s.Inspect(pctx, "leasekit-verify-probe")
+	pcancel()
+	_ = s.Close()
+	if err != nil {
+		return fail(stderr, "verify", exitUnavailable, "store %s: %s", safe, redactErr(err, c.storeURL()))
+	}
+	cfg.Store = c.storeURL()
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(stderr, "verify", exitSoftware, "%v", err)
+	}
+	cfg.Command = []string{exe, "verify-worker"}
+	cfg.Log = func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
+	if register != "" {
+		spec, cleanup, err := verify.PostgresRegister(ctx, register, "leasekit_verify_register", fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano()))
+		if err != nil {
+			return fail(stderr, "verify", exitUnavailable, "register: %s", redactErr(err, register))
+		}
+		defer func() { _ = cleanup(context.Background()) }()
+		cfg.Register = spec
+	}
+	log.Info("verify: starting", "store", safe, "duration", cfg.Duration, "ttl", cfg.TTL, "workers", cfg.Workers)
+	rep, err := verify.Run(ctx, cfg)
+	if err != nil {
+		return fail(stderr, "verify", exitSoftware, "%v", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		fmt.Fprint(stdout, rep)
+	}
+	if !rep.OK() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// verifyWorkerCommand is the hidden worker process of lease verify.
+func verifyWorkerCommand(stderr io.Writer) int {
+	verify.MaybeWorker() // exits when started by lease verify
+	return fail(stderr, "verify-worker", exitUsage, "internal command of lease verify")
+}
+
+// redactErr removes the password of rawURL from err's text.
+func redactErr(err error, rawURL string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(rawURL); perr == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, leaseurl.Redacted)
+		}
+	}
+	return strings.ReplaceAll(msg, rawURL, leaseurl.Redact(rawURL))
+}

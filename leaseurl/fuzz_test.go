@@ -1,0 +1,120 @@
+// Fuzzing store URLs: Redact and Open never panic, and neither the redacted
+// form nor an Open error ever contains the URL's password.
+
+package leaseurl_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/leasekit/lease/leaseurl"
+)
+
+// fuzzSchemes are the schemes FuzzOpen exercises: every one that opens
+// without touching the file system (file:// would create directories) and
+// without waiting: etcd:// is left out because its Open blocks for the 5 s
+// dial timeout on an unreachable endpoint, even with a cancelled ctx.
+var fuzzSchemes = []string{"redis", "rediss", "postgres", "postgresql", "zk", "mem", "REDIS", "nope", ""}
+
+// leaks reports whether out shows password pw (raw or escaped) more often
+// than the URL with the password left out does: a password that is also the
+// user name or a path segment may legitimately appear.
+func leaks(out, pw, withoutPW string) bool {
+	if len(pw) < 4 {
+		return false // too short to tell apart from other text
+	}
+	forms := []string{pw, url.QueryEscape(pw), url.PathEscape(pw), url.UserPassword("", pw).String()[1:]}
+	for _, f := range forms {
+		if len(f) >= 4 && strings.Count(out, f) > strings.Count(withoutPW, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// fuzzURL builds a URL from its parts twice: with and without the password.
+func fuzzURL(scheme, user, pw, host, path, query string, escaped bool) (withPW, withoutPW string) {
+	if escaped {
+		u := url.URL{Scheme: scheme, User: url.UserPassword(user, pw), Host: host, Path: path, RawQuery: query}
+		withPW = u.String()
+		u.User = url.User(user)
+		return withPW, u.String()
+	}
+	rest := host + path
+	if query != "" {
+		rest += "?" + query
+	}
+	return scheme + "://" + user + ":" + pw + "@" + rest, scheme + "://" + user + ":@" + rest
+}
+
+func addSeeds(f *testing.F) {
+	f.Add("redis", "", "s3cr3t-PW", "127.0.0.1:6379", "/0", "prefix=a:", true)
+	f.Add("rediss", "user", "p@ss:w/rd#?", "127.0.0.1:6380", "", "", false)
+	f.Add("postgres", "u", "s3cr3t-PW", "127.0.0.1:5432", "/db", "sslmode=disable&password=s3cr3t-PW", true)
+	f.Add("etcd", "root", "s3cr3t-PW", "127.0.0.1:2379,127.0.0.1:2380", "/app/", "", true)
+	f.Add("zk", "digest", "s3cr3t-PW", "127.0.0.1:2181", "/chroot", "session_timeout=1s", false)
+	f.Add("postgres", "u", "pa ss'word", "127.0.0.1", "/db", "sslpassword='pa ss'word'", false)
+	f.Add("redis", "u", "%zz%", "[::1", "", "", false)
+	f.Add("mem", "", "s3cr3t-PW", "name", "", "prefix=x&migrate=maybe", true)
+}
+
+func FuzzRedact(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, scheme, user, pw, host, path, query string, escaped bool) {
+		withPW, withoutPW := fuzzURL(scheme, user, pw, host, path, query, escaped)
+		out := leaseurl.Redact(withPW)
+		if leaks(out, pw, withoutPW) {
+			t.Fatalf("Redact(%q) = %q shows the password %q", withPW, out, pw)
+		}
+		for _, p := range []string{"password", "sslpassword"} {
+			if v := "leak-" + pw; len(pw) >= 4 && !strings.Contains(withoutPW, v) {
+				in := "postgres://h/db?" + p + "=" + url.QueryEscape(v)
+				if got := leaseurl.Redact(in); strings.Contains(got, v) || strings.Contains(got, url.QueryEscape(v)) {
+					t.Fatalf("Redact(%q) = %q shows the %s parameter", in, got, p)
+				}
+			}
+		}
+	})
+}
+
+// loopbackOnly reports whether every host of raw is a literal loopback or
+// unspecified address (no DNS lookup, nothing leaves the machine).
+func loopbackOnly(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return true // Open fails while parsing, before any connection
+	}
+	return strings.Trim(u.Host, "0123456789.:,[]") == "" && !strings.Contains(u.Host, "..") &&
+		(u.Host == "" || strings.HasPrefix(u.Host, "127.0.0.1"))
+}
+
+func FuzzOpen(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, scheme, user, pw, host, path, query string, escaped bool) {
+		ok := false
+		for _, s := range fuzzSchemes {
+			ok = ok || s == scheme
+		}
+		if !ok {
+			return
+		}
+		// Port 1 on loopback: nothing listens, every dial fails at once.
+		withPW, withoutPW := fuzzURL(scheme, user, pw, "127.0.0.1:1"+host, path, query, escaped)
+		if !loopbackOnly(withPW) {
+			return
+		}
+		// An already cancelled context: openers that connect give up at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s, err := leaseurl.Open(ctx, withPW)
+		if err == nil {
+			_ = s.Close()
+			return
+		}
+		if leaks(err.Error(), pw, withoutPW) {
+			t.Fatalf("Open(%q) error %q shows the password %q", withPW, err, pw)
+		}
+	})
+}

@@ -1,0 +1,146 @@
+// The nemesis: one fault at a time, in turn, with time to recover between.
+
+package verify
+
+import (
+	"context"
+	"math/rand/v2"
+	"syscall"
+	"time"
+
+	"github.com/leasekit/lease/leaseurl"
+)
+
+func redact(s string) string { return leaseurl.Redact(s) }
+
+// waitFor sleeps d or until ctx ends; it reports whether the full d passed.
+func waitFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (r *runner) nemesis(ctx context.Context, rep *Report) {
+	ttl := r.cfg.TTL
+	faults := r.cfg.Faults
+	// Let the workers start and contend before the first fault.
+	if !waitFor(ctx, 2*ttl) {
+		return
+	}
+	for i := 0; ; i++ {
+		if len(faults) == 0 {
+			<-ctx.Done()
+			return
+		}
+		kind := faults[i%len(faults)]
+		if r.inject(ctx, kind) {
+			rep.Faults[kind]++
+		}
+		// Recover: long enough for the lease to change hands.
+		if !waitFor(ctx, 2*ttl+time.Duration(rand.Int64N(int64(ttl)))) {
+			return
+		}
+	}
+}
+
+// inject injects one fault and reports whether it did.
+func (r *runner) inject(ctx context.Context, kind string) bool {
+	ttl := r.cfg.TTL
+	switch kind {
+	case FaultKill, FaultStop:
+		id, fence, w := r.holderWithin(ctx, 2*ttl)
+		if w == nil {
+			return false
+		}
+		at := time.Now().UnixNano()
+		if kind == FaultKill {
+			if w.cmd.Process.Signal(syscall.SIGKILL) != nil {
+				return false
+			}
+			r.note(kind, fence, at)
+			r.log("verify: kill -9 worker %d (fence %d)", id, fence)
+			<-w.done
+			if ctx.Err() == nil {
+				if err := r.spawn(id); err != nil {
+					r.log("verify: restarting worker %d: %v", id, err)
+				}
+			}
+			return true
+		}
+		if w.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+			return false
+		}
+		r.note(kind, fence, at)
+		r.log("verify: SIGSTOP worker %d (fence %d) for %v", id, fence, 3*ttl/2)
+		waitFor(context.Background(), 3*ttl/2)
+		_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		return true
+	case FaultLatency, FaultCut:
+		id, _, _ := r.holderWithin(ctx, 2*ttl)
+		if id < 0 || r.proxies[id] == nil {
+			// No holder, or no proxy (file store, multi-host URL): pick any proxied worker.
+			id = -1
+			for i, p := range r.proxies {
+				if p != nil {
+					id = i
+					break
+				}
+			}
+			if id < 0 {
+				return false
+			}
+		}
+		p := r.proxies[id]
+		if kind == FaultLatency {
+			d := ttl / 4
+			r.log("verify: +%v latency for worker %d for %v", d, id, 2*ttl)
+			p.SetLatency(d)
+			waitFor(ctx, 2*ttl)
+			p.SetLatency(0)
+			return true
+		}
+		r.log("verify: cut worker %d from the store for %v", id, 3*ttl/2)
+		p.Cut()
+		waitFor(ctx, 3*ttl/2)
+		p.Restore()
+		return true
+	case FaultRestart:
+		if r.cfg.Restart == nil {
+			return false
+		}
+		r.log("verify: restarting the store")
+		rctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := r.cfg.Restart(rctx); err != nil {
+			r.log("verify: store restart failed: %v", err)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// holderWithin waits up to d for a worker to hold the lease, for the first
+// half of d only for a careless one (whose pause leads to stale writes).
+func (r *runner) holderWithin(ctx context.Context, d time.Duration) (int, uint64, *worker) {
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		id, f, w := r.currentHolder(time.Since(start) < d/2)
+		if w != nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return id, f, w
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *runner) note(kind string, fence uint64, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deaths = append(r.deaths, death{kind: kind, fence: fence, at: at})
+}

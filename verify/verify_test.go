@@ -1,0 +1,248 @@
+// CI-sized runs of the harness on every store the test servers provide, and
+// the control run without fencing.
+
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease/leasetest"
+	"github.com/leasekit/lease/verify"
+)
+
+func TestMain(m *testing.M) {
+	verify.MaybeWorker() // the harness re-executes this test binary as its workers
+	os.Exit(m.Run())
+}
+
+// runDuration is each store's run: LEASE_VERIFY_DURATION (e.g. 10m for the
+// long run of docs/RELIABILITY.md), default 15s.
+func runDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("LEASE_VERIFY_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("LEASE_VERIFY_DURATION: %v", err)
+		}
+		return d
+	}
+	return 15 * time.Second
+}
+
+func run(t *testing.T, cfg verify.Config) *verify.Report {
+	t.Helper()
+	if cfg.Duration == 0 {
+		cfg.Duration = runDuration(t)
+	}
+	if cfg.Hold == 0 {
+		cfg.Hold = 3
+	}
+	// Kept when the test fails: the porcupine visualization of a failing
+	// history is there.
+	dir, err := os.MkdirTemp("", "leasekit-verify-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s for inspection", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	cfg.Dir = dir
+	cfg.Log = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+3*time.Minute)
+	defer cancel()
+	rep, err := verify.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("verify.Run: %v", err)
+	}
+	t.Logf("report:\n%s", rep)
+	if os.Getenv("LEASE_VERIFY_REPORT") != "" {
+		f, err := os.OpenFile(os.Getenv("LEASE_VERIFY_REPORT"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "## %s\n\n```\n%s```\n\n", t.Name(), rep)
+			f.Close()
+		}
+	}
+	return rep
+}
+
+// check asserts the safety properties and that the run did something.
+func check(t *testing.T, rep *verify.Report, faults ...string) {
+	t.Helper()
+	if !rep.OK() {
+		t.Errorf("violations: %v", rep.Violations)
+	}
+	if rep.StaleAccepted != 0 || rep.StuckLeases != 0 || !rep.Linearizable {
+		t.Errorf("stale accepted %d, stuck %d, linearizable %v; want 0, 0, true", rep.StaleAccepted, rep.StuckLeases, rep.Linearizable)
+	}
+	if rep.Acquisitions < 10 || rep.Operations < 10 {
+		t.Errorf("only %d acquisitions and %d operations: the run did too little to prove anything; workers said:\n%s",
+			rep.Acquisitions, rep.Operations, strings.Join(rep.WorkerErrors, "\n"))
+	}
+	for _, f := range faults {
+		if rep.Faults[f] == 0 {
+			t.Errorf("no %q fault was injected", f)
+		}
+	}
+}
+
+func TestFileStore(t *testing.T) {
+	rep := run(t, verify.Config{Store: "file://" + filepath.Join(t.TempDir(), "leases"), TTL: 500 * time.Millisecond})
+	check(t, rep, verify.FaultKill, verify.FaultStop)
+	if rep.StaleRejected == 0 {
+		t.Errorf("no stale operation was rejected: the pauses of careless holders should have produced some")
+	}
+}
+
+// TestWithoutFencing is the control: the same workload and pauses against a
+// register that ignores fences. Stale writes then land, and the checker
+// must notice; the fenced runs above are only meaningful because it does.
+func TestWithoutFencing(t *testing.T) {
+	dir := t.TempDir()
+	rep := run(t, verify.Config{Store: "file://" + filepath.Join(dir, "leases"), TTL: 300 * time.Millisecond,
+		Register: "unfenced:" + filepath.Join(dir, "register"), Faults: []string{verify.FaultStop}})
+	if rep.StaleAccepted == 0 || rep.Linearizable || rep.OK() {
+		t.Fatalf("without fencing: stale accepted %d, linearizable %v, violations %v; want stale writes accepted and caught",
+			rep.StaleAccepted, rep.Linearizable, rep.Violations)
+	}
+	if rep.UnfencedLetThrough == 0 || rep.OverlappingHolders == 0 {
+		t.Errorf("let through %d, overlapping holders %d; want both > 0", rep.UnfencedLetThrough, rep.OverlappingHolders)
+	}
+	if rep.Visualization == "" {
+		t.Error("no porcupine visualization was written for the failing history")
+	} else if b, err := os.ReadFile(rep.Visualization); err != nil || !strings.Contains(string(b), "<html") {
+		t.Errorf("visualization %s: %v", rep.Visualization, err)
+	}
+}
+
+// privateRedis is a redis-server without persistence on a loopback port,
+// restartable on the same port.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (r *privateRedis) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.t.TempDir(), "--logfile", "")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	r.cmd, r.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(r.done)
+	for i := 0; i < 500; i++ {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server on port %d did not come up", r.port)
+}
+
+func (r *privateRedis) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		r.cmd = nil
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestRedisPrivateServer(t *testing.T) {
+	leasetest.Env(t, "LEASE_TEST_REDIS_ADDR") // skip like the other Redis tests when Redis is not set up
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	srv := &privateRedis{t: t, port: freePort(t)}
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.kill)
+	restart := func(ctx context.Context) error {
+		srv.kill()
+		return srv.start()
+	}
+	prefix := "verify-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	rep := run(t, verify.Config{Store: fmt.Sprintf("redis://127.0.0.1:%d/0", srv.port), TTL: 500 * time.Millisecond,
+		Restart: restart, Prefix: prefix})
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut, verify.FaultLatency, verify.FaultRestart)
+	// The run cleaned up after itself: no key of its prefix is left.
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", srv.port)})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if keys, err := c.Keys(ctx, "*"+prefix+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys left behind: %v, %v", keys, err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pg-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cleanup(context.Background()) })
+	prefix := "verify-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	rep := run(t, verify.Config{Store: dsn, Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
+	// The run cleaned up after itself: no row of its namespace is left.
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM leasekit_leases WHERE ns = $1", prefix).Scan(&n); err != nil || n != 0 {
+		t.Errorf("rows left behind in leasekit_leases: %d, %v", n, err)
+	}
+}
+
+func TestEtcd(t *testing.T) {
+	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
+	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
+		Duration: max(runDuration(t), 25*time.Second)})
+	check(t, rep, verify.FaultKill, verify.FaultStop)
+}
+
+func TestZooKeeper(t *testing.T) {
+	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
+	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second})
+	check(t, rep, verify.FaultKill, verify.FaultStop)
+}
