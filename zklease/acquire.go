@@ -128,7 +128,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		}
 		children, _, err := s.conn.Children(parent)
 		if errors.Is(err, zk.ErrNoNode) && !fresh {
-			return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", ours, lease.ErrNotHeld)
+			return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", redactPath(ours), lease.ErrNotHeld)
 		}
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("list %s: %w", parent, err)
@@ -147,9 +147,9 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			if !fresh {
 				// Dropped after its TTL by another acquirer, or deleted with
 				// our session: the token left the queue.
-				return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", ours, lease.ErrNotHeld)
+				return lease.Grant{}, fmt.Errorf("our queue entry %s is gone: %w", redactPath(ours), lease.ErrNotHeld)
 			}
-			return lease.Grant{}, fmt.Errorf("our holder node %s vanished (session expired?)", ours)
+			return lease.Grant{}, fmt.Errorf("our holder node %s vanished (session expired?)", redactPath(ours))
 		}
 		if older >= 0 {
 			// The token has another node: an acquire of the same token
@@ -157,14 +157,14 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			// connection loss.
 			if older == 0 {
 				if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-					return lease.Grant{}, fmt.Errorf("delete %s: %w", ours, err)
+					return lease.Grant{}, fmt.Errorf("delete %s: %w", redactPath(ours), err)
 				}
 				s.forget(r.Token)
 				return s.reacquire(r, parent+"/"+nodes[older].name)
 			}
 			// A stale node of ours that never held: remove it.
 			if err := s.conn.Delete(parent+"/"+nodes[older].name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return lease.Grant{}, fmt.Errorf("delete %s: %w", nodes[older].name, err)
+				return lease.Grant{}, fmt.Errorf("delete %s: %w", redactPath(nodes[older].name), err)
 			}
 			continue
 		}
@@ -188,7 +188,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			continue // released meanwhile: look again
 		}
 		if err != nil {
-			return lease.Grant{}, fmt.Errorf("read %s: %w", lowPath, err)
+			return lease.Grant{}, fmt.Errorf("read %s: %w", redactPath(lowPath), err)
 		}
 		d := decodeData(data)
 		if d.expiresAt(st.Mtime) <= now {
@@ -197,7 +197,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			// it.
 			err := s.conn.Delete(lowPath, st.Version)
 			if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				return lease.Grant{}, fmt.Errorf("delete expired %s: %w", lowPath, err)
+				return lease.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(lowPath), err)
 			}
 			continue
 		}
@@ -216,7 +216,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 				continue
 			}
 			if err != nil {
-				return lease.Grant{}, fmt.Errorf("watch %s: %w", watched, err)
+				return lease.Grant{}, fmt.Errorf("watch %s: %w", redactPath(watched), err)
 			}
 			s.addWatch(ch, r.Key, watched)
 		}
@@ -232,13 +232,13 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			// Keep our node as the token's queue entry.
 			mine.waiting = true
 			if _, err := s.refresh(r, mine); err != nil {
-				return lease.Grant{}, fmt.Errorf("queue %s: %w", ours, err)
+				return lease.Grant{}, fmt.Errorf("queue %s: %w", redactPath(ours), err)
 			}
 		case fresh:
 			if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				// Not a HeldError: the Client then releases our token, so
 				// the node cannot hold the key for nobody later.
-				return lease.Grant{}, fmt.Errorf("delete %s: %w", ours, err)
+				return lease.Grant{}, fmt.Errorf("delete %s: %w", redactPath(ours), err)
 			}
 		}
 		return lease.Grant{}, held
@@ -266,10 +266,10 @@ func (s *Store) grantLowest(r lease.Request, mine grant, fence int64) (lease.Gra
 func (s *Store) reacquire(r lease.Request, path string) (lease.Grant, error) {
 	data, st, err := s.conn.Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return lease.Grant{}, fmt.Errorf("the token's holder node %s vanished", path)
+		return lease.Grant{}, fmt.Errorf("the token's holder node %s vanished", redactPath(path))
 	}
 	if err != nil {
-		return lease.Grant{}, fmt.Errorf("read %s: %w", path, err)
+		return lease.Grant{}, fmt.Errorf("read %s: %w", redactPath(path), err)
 	}
 	g := grant{key: r.Key, path: path, version: st.Version, mtime: st.Mtime, ttlMs: decodeData(data).TTLms}
 	st, err = s.refresh(r, g)

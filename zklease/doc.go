@@ -82,6 +82,15 @@
 // fail and the Client's local deadline runs, while the session (and the
 // node) survives a reconnect within the session timeout.
 //
+// # Errors and tokens
+//
+// A holder node's name holds its token, the secret that renews and releases
+// the lease. Errors name nodes with the token shortened to its first 8
+// characters and "…" ("_c_0123abcd…-0000000007"), as the Client's logs
+// show tokens, so the errors the Client logs (during an outage, say) never
+// reveal a token, ours or another holder's. The node names and data on the
+// server do hold it: protect them with an ACL (WithACL).
+//
 // # Announcements
 //
 // The Store is a lease.Notifier built from one-shot watches (v1.0.4 has no

@@ -1,5 +1,5 @@
 // Znode layout: the per-key parent path, holder node names and the data a
-// holder node carries.
+// holder node carries; node paths as errors show them (tokens shortened).
 
 package zklease
 
@@ -56,6 +56,36 @@ func validToken(t string) bool {
 // nodePrefix is the name of a holder node before the server appends the
 // sequence number.
 func nodePrefix(token string) string { return protectedPrefix + token + "-" }
+
+// shortToken shortens a token as the core does for its logs: its first 8
+// characters and "…". A token is the secret that renews and releases a
+// lease, so errors (which the Client logs) never show one in full.
+func shortToken(token string) string {
+	if len(token) > 8 {
+		return token[:8] + "…"
+	}
+	return token
+}
+
+// redactPath returns p, a znode path or a node name, for errors and logs:
+// if its last segment is a holder node name "_c_<token>-<sequence>" (or the
+// prefix "_c_<token>-", or "_c_<token>"), the token is shortened by
+// shortToken; anything else is returned unchanged. The code keeps using full
+// paths; only what is shown goes through redactPath.
+func redactPath(p string) string {
+	dir, name := "", p
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir, name = p[:i+1], p[i+1:]
+	}
+	if !strings.HasPrefix(name, protectedPrefix) {
+		return p
+	}
+	rest, suffix := name[len(protectedPrefix):], ""
+	if i := strings.LastIndexByte(rest, '-'); i >= 0 {
+		rest, suffix = rest[:i], rest[i:]
+	}
+	return dir + protectedPrefix + shortToken(rest) + suffix
+}
 
 // node is one holder node, parsed from its name.
 type node struct {

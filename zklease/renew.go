@@ -68,7 +68,7 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 			break
 		}
 		if err != nil {
-			return grant{}, fmt.Errorf("zklease: read %s: %w", g.path, err)
+			return grant{}, fmt.Errorf("zklease: read %s: %w", redactPath(g.path), err)
 		}
 		d := decodeData(data)
 		g.version, g.mtime, g.ttlMs, g.waiting = st.Version, st.Mtime, d.TTLms, d.Waiting || i > 0
@@ -89,7 +89,7 @@ func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
 		case errors.Is(gerr, zk.ErrNoNode):
 			err = gerr
 		case gerr != nil:
-			return nil, fmt.Errorf("read %s: %w", g.path, gerr)
+			return nil, fmt.Errorf("read %s: %w", redactPath(g.path), gerr)
 		default:
 			g.version, g.mtime, g.ttlMs = cur.Version, cur.Mtime, decodeData(data).TTLms
 			st, err = s.conn.Set(g.path, encodeData(r, g.waiting), g.version)
@@ -100,7 +100,7 @@ func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
 		return nil, fmt.Errorf("node gone: %w", lease.ErrNotHeld)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", g.path, err)
+		return nil, fmt.Errorf("write %s: %w", redactPath(g.path), err)
 	}
 	return st, s.written(r, g, st)
 }
