@@ -169,7 +169,7 @@ func TestEnsemble(t *testing.T) {
 	all := addrs(srvs)
 	t.Logf("ensemble: %v", all)
 
-	t.Run("Conformance", func(t *testing.T) { runSuite(t, all) })
+	t.Run("Conformance", func(t *testing.T) { runSuite(t, all, ensembleTTL, ensembleSession) })
 	t.Run("SessionExpiry", func(t *testing.T) { testSessionExpiry(t, all) })
 	// Last: it leaves the ensemble with two servers.
 	t.Run("KillServer", func(t *testing.T) { testKillServer(t, srvs) })
