@@ -106,6 +106,36 @@
 //   - Inspect: one read. Inspect and HeldError report the holder and fence
 //     but not the remaining TTL (Remaining is 0): etcd reports lease TTLs
 //     in whole seconds only, and it would cost a round trip.
+//   - Acquire, Renew, RenewMany and Release cost one more transaction when
+//     an earlier Release of the store failed (see below), none otherwise.
+//
+// # Failed releases
+//
+// A key lives as long as its etcd lease, and the store's etcd lease for a
+// TTL is shared: every acquisition refreshes it, and so does every renewal
+// of any key on it. A key whose Release failed (a timeout during a leader
+// election, a cancelled ctx, a lost response), or that the Client gave up on
+// (its clean-up after an acquisition with an unknown outcome, or after a
+// local loss, is a Release too), would therefore never expire while the
+// process keeps using the store: its own waiters would refresh the etcd
+// lease before each attempt and find the key held by the token it no longer
+// uses, and so would everyone else's.
+//
+// So the store remembers the key and token of every Release that failed
+// with an error other than lease.ErrNotHeld (an orphan), and deletes the
+// orphans at the start of its next Acquire, Renew, RenewMany or Release —
+// before the keep-alive that would extend them — in one transaction (up to
+// 64 orphans) that deletes each key only if it still carries the orphan's
+// token, never by key alone, together with that token's queue entry. An
+// orphan is forgotten once that transaction succeeds (the key deleted, or
+// already gone or taken over), when its etcd lease is found gone, or on
+// Close (which revokes the etcd leases); a failed clean-up is retried by the
+// next operation, which goes on regardless. An Acquire or Release with the
+// orphan's own token takes it back (a retried Release then deletes the key
+// itself). A key whose release failed thus outlives it only until the
+// store's next operation that reaches etcd (or, if the store is idle, until
+// its etcd lease expires); the deletion is announced to waiters like a
+// release.
 //
 // # Loss of the etcd lease
 //

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -82,8 +83,22 @@ func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
 	t.Helper()
 	// Connect before the suite: the client's connection goroutines must not
 	// count as leaks of the first subtest.
-	if _, err := cli.Get(testCtx(t, 30*time.Second), "/leasekit-test/warm-up"); err != nil {
-		t.Fatalf("etcd is not reachable: %v", err)
+	// With several endpoints the client opens its connections to the other
+	// members lazily: do round trips until its goroutine count is stable.
+	ctx := testCtx(t, 30*time.Second)
+	stable, last := 0, -1
+	for deadline := time.Now().Add(5 * time.Second); stable < 3 && time.Now().Before(deadline); {
+		for range 5 {
+			if _, err := cli.Get(ctx, "/leasekit-test/warm-up"); err != nil {
+				t.Fatalf("etcd is not reachable: %v", err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := runtime.NumGoroutine(); n == last {
+			stable++
+		} else {
+			stable, last = 0, n
+		}
 	}
 	return leasetest.Harness{
 		NewStore: func(t testing.TB, ns string) lease.Store {

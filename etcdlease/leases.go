@@ -34,7 +34,8 @@ func (s *Store) current(ttl int64) *etcdLease {
 	return s.leases[ttl]
 }
 
-// drop forgets l and closes its Lost channel: every key on it is gone.
+// drop forgets l and closes its Lost channel: every key on it is gone,
+// including the orphans recorded on it.
 func (s *Store) drop(l *etcdLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -46,6 +47,7 @@ func (s *Store) drop(l *etcdLease) {
 	if s.leases[l.ttl] == l {
 		delete(s.leases, l.ttl)
 	}
+	s.dropOrphansLocked(l)
 }
 
 // markRefreshed records a successful keep-alive of l sent at sent.

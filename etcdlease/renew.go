@@ -32,7 +32,8 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 // error matching lease.ErrNotHeld (and the Grant.Lost channel of that etcd
 // lease is closed). A key still carrying its token but attached to another
 // etcd lease is re-attached to the store's lease for its TTL (one more
-// transaction).
+// transaction). Orphans (keys whose Release failed) are deleted first, before
+// the keep-alive that would extend them; see purge.
 func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	errs := make([]error, len(rs))
 	if err := s.open(); err != nil {
@@ -41,6 +42,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		}
 		return errs
 	}
+	s.purge(ctx)
 	start := time.Now()
 
 	// One keep-alive per distinct etcd lease.

@@ -36,12 +36,13 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 
-	mu     sync.Mutex
-	leases map[int64]*etcdLease    // the live etcd lease of each TTL (seconds)
-	busy   map[int64]chan struct{} // TTLs whose lease is being granted or refreshed
-	subs   map[*subscription]bool  // open subscriptions, closed by Close
-	queued map[string]queued       // queue entries this store wrote, by etcd key (queue.go)
-	closed bool
+	mu      sync.Mutex
+	leases  map[int64]*etcdLease    // the live etcd lease of each TTL (seconds)
+	busy    map[int64]chan struct{} // TTLs whose lease is being granted or refreshed
+	subs    map[*subscription]bool  // open subscriptions, closed by Close
+	queued  map[string]queued       // queue entries this store wrote, by etcd key (queue.go)
+	orphans map[orphanID]*etcdLease // keys whose Release failed, and their etcd lease (orphans.go)
+	closed  bool
 }
 
 // Compile-time checks of the interfaces the Store implements.
@@ -68,12 +69,13 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		return nil, lease.Invalid("prefix", "empty: the store would watch the whole keyspace")
 	}
 	return &Store{
-		cli:    cli,
-		prefix: cfg.prefix,
-		leases: make(map[int64]*etcdLease),
-		busy:   make(map[int64]chan struct{}),
-		subs:   make(map[*subscription]bool),
-		queued: make(map[string]queued),
+		cli:     cli,
+		prefix:  cfg.prefix,
+		leases:  make(map[int64]*etcdLease),
+		busy:    make(map[int64]chan struct{}),
+		subs:    make(map[*subscription]bool),
+		queued:  make(map[string]queued),
+		orphans: make(map[orphanID]*etcdLease),
 	}, nil
 }
 
@@ -142,11 +144,14 @@ const maxHandOffTries = 3
 // remember the entry's create revision, takes one more transaction. When
 // the key cannot be granted the error is a *lease.HeldError, and with
 // r.Queue r.Token's entry is refreshed (one keep-alive) or queued (a grant
-// and a put).
+// and a put). Orphans (keys whose Release failed) are deleted first; see
+// purge.
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := check(r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	s.adopt(r)
+	s.purge(ctx)
 	l, err := s.leaseFor(ctx, r.TTL, time.Now())
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
@@ -223,7 +228,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 // Release deletes r.Key if its value still carries r.Token, and r.Token's
 // queue entry if any, in one transaction; if r.Token did not hold the key it
 // returns an error matching lease.ErrNotHeld. Deleting the entry is the
-// announcement to waiters (see Subscribe).
+// announcement to waiters (see Subscribe). Orphans (keys whose Release
+// failed) are deleted first; when this transaction fails, r becomes one:
+// the store's next Acquire, RenewMany or Release deletes it.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := check(r, false); err != nil {
 		return err
@@ -231,6 +238,8 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := s.open(); err != nil {
 		return err
 	}
+	s.adopt(r) // this call deletes it
+	s.purge(ctx)
 	k := s.prefix + r.Key
 	ek := s.entryKey(r.Key, r.Token)
 	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).
@@ -238,6 +247,9 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		Else(clientv3.OpDelete(ek)).
 		Commit()
 	if err != nil {
+		// The key may still carry r.Token, on an etcd lease that the
+		// store's other operations keep alive: it would never expire.
+		s.orphan(r)
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
 	// The entry's etcd lease, now without keys, expires after its TTL.
@@ -293,6 +305,7 @@ func (s *Store) Close() error {
 	for sub := range s.subs {
 		subs = append(subs, sub)
 	}
+	clear(s.orphans) // revoking the etcd leases deletes them
 	s.mu.Unlock()
 
 	var errs []error
