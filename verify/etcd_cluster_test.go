@@ -1,15 +1,12 @@
-//go:build verifycluster
-
 // The harness against a private three-member etcd cluster whose members,
 // the leader first, are killed and restarted while leases are held.
 //
-// Behind a build tag until the etcdlease bug it finds is fixed (reported on
-// issue #8): a key whose release (or whose orphan clean-up after an acquire
-// with an unknown outcome) fails during the leader election stays attached
-// to the store's shared etcd lease, which every later acquisition of the
-// same process refreshes, so nobody ever gets the key again. Run it with
+// It found a liveness bug in etcdlease, now fixed: a key whose release failed
+// during the leader election stayed attached to the store's shared etcd
+// lease, which the same process kept alive, so nobody ever got the key
+// again (etcdlease/orphans.go). Run it alone with
 //
-//	./scripts/test -tags verifycluster -run TestEtcdCluster ./verify/
+//	./scripts/test -run TestEtcdCluster ./verify/
 
 package verify_test
 

@@ -1,0 +1,109 @@
+// Smoke test of the benchmark harness: every scenario, briefly, on the
+// in-memory and file stores (no servers), and the report it writes.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary act as the benchmark's worker processes:
+// the fail-over and heartbeat scenarios re-execute os.Executable().
+func TestMain(m *testing.M) {
+	if slices.Contains(os.Args, "-failover-child") || slices.Contains(os.Args, "-heartbeat-child") {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs every scenario for a fraction of a second on the in-memory
+// and file stores (no servers needed) and checks the outputs.
+func TestSmoke(t *testing.T) {
+	if !testing.Short() {
+		t.Skip("smoke test: run with -short (the real benchmark is `go run .`)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	plan := Plan{
+		Scenarios: []string{"cycle", "contention", "failover", "heartbeat"},
+		Systems:   []string{"leasekit/file"},
+		CycleDur:  200 * time.Millisecond, ContDur: 300 * time.Millisecond, Workers: 4, Hold: time.Millisecond,
+		Trials: 1, HBLeases: 20, HBDur: 2 * time.Second, IncludeMemory: true,
+	}
+	env := &Env{FileDir: t.TempDir(), Run: "smoke"}
+	rs, notes := Execute(ctx, env, plan, t.Logf)
+	for _, n := range notes {
+		t.Log(n)
+	}
+	want := map[string]bool{
+		"cycle/file": false, "cycle/memory": false, "contention/file": false, "contention/memory": false,
+		"failover/file": false, "heartbeat/file": false, "heartbeat/memory": false,
+	}
+	for _, r := range rs {
+		k := r.Scenario + "/" + r.Store
+		if r.Skipped != "" {
+			t.Errorf("%s skipped: %s", k, r.Skipped)
+			continue
+		}
+		want[k] = true
+		switch r.Scenario {
+		case "cycle":
+			if r.OpsPerS <= 0 || r.P50Ms == nil {
+				t.Errorf("%s: no cycles measured: %+v", k, r)
+			}
+		case "contention":
+			if r.Samples == 0 || r.PerWorkerMax == nil || r.WaitMaxMs == nil {
+				t.Errorf("%s: nothing acquired: %+v", k, r)
+			}
+		case "failover":
+			// Fail-over cannot be faster than the TTL (the holder never released).
+			if r.P50Ms == nil || *r.P50Ms < ms(failoverTTL) {
+				t.Errorf("%s: fail-over %v ms, want ≥ TTL", k, r.P50Ms)
+			}
+		case "heartbeat":
+			if r.Leases != plan.HBLeases || r.RoundTripsPerInterval == nil || r.BytesPerLease == nil || r.CPUPercent == nil {
+				t.Errorf("%s: incomplete: %+v", k, r)
+			}
+		}
+	}
+	for k, ok := range want {
+		if !ok {
+			t.Errorf("no result for %s", k)
+		}
+	}
+	dir := t.TempDir()
+	if err := writeJSON(filepath.Join(dir, "results.json"), rs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []map[string]any
+	if err := json.Unmarshal(b, &back); err != nil || len(back) != len(rs) {
+		t.Fatalf("results.json: %v, %d records", err, len(back))
+	}
+	if err := writeReport(dir, rs, notes, runMeta(time.Now(), true, plan)); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## Targets", "## 1. Uncontended", "## 3. Crash fail-over", "| file |"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("BENCHMARKS.md lacks %q", s)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench", "cycle.png")); err != nil {
+		t.Errorf("cycle plot: %v", err)
+	}
+}

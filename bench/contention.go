@@ -1,0 +1,182 @@
+// Scenario 2 (and 5 on PostgreSQL): N workers on one key, each holding it for
+// a while, releasing and queueing again at once. Measures throughput, the
+// hand-off from a release to the next acquisition by another worker, how
+// often the releaser re-takes the key, every acquire call's wait and the
+// spread of acquisitions per worker.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+type contention struct {
+	mu          sync.Mutex
+	lastWorker  int // -1 before the first release
+	lastRelease time.Time
+	per         []int
+	total       int
+	withPrev    int // acquisitions that followed a release
+	retakes     int
+	handoff     []time.Duration
+	waits       []time.Duration
+	censored    int // waits still running when the scenario ended
+	errors      int
+}
+
+func runContention(ctx context.Context, env *Env, sys System, scenario string, workers int, hold, dur time.Duration) Result {
+	r := Result{Scenario: scenario, System: sys.Name, Store: sys.Store, Clients: workers, Note: sys.Note}
+	ttl := max(5*time.Second, sys.MinTTL)
+	r.TTLMs, r.HoldMs = ms(ttl), ms(hold)
+	key := fmt.Sprintf("%s-%d-%s-%s", scenario, workers, sys.Name, sys.Store)
+
+	lockers := make([]Locker, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
+	for i := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lockers[i], errs[i] = sys.New(sctx, env, key, ttl)
+		}()
+	}
+	wg.Wait()
+	scancel()
+	defer closeAll(lockers)
+	for _, err := range errs {
+		if err != nil {
+			r.Skipped = "setup: " + err.Error()
+			return r
+		}
+	}
+
+	st := &contention{lastWorker: -1, per: make([]int, workers)}
+	rctx, cancel := context.WithCancel(ctx)
+	var before redisSnap
+	if sys.Store == "redis" {
+		before = readRedis(ctx, env.StatsRedis)
+	}
+	reqs := counterFor(sys.Key())
+	req0 := reqs.n.Load()
+	start := time.Now()
+	for w, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.worker(rctx, w, l, hold)
+		}()
+	}
+	select {
+	case <-time.After(dur):
+	case <-ctx.Done():
+	}
+	cancel()
+	el := time.Since(start)
+	wg.Wait()
+	var cost redisCost
+	if sys.Store == "redis" {
+		cost.add(before, readRedis(ctx, env.StatsRedis))
+	}
+
+	r.DurationS = el.Seconds()
+	r.Samples = st.total
+	r.Errors = st.errors
+	r.OpsPerS = float64(st.total) / el.Seconds()
+	r.PerWorker = st.per
+	mn, mx := st.per[0], st.per[0]
+	for _, n := range st.per {
+		mn, mx = min(mn, n), max(mx, n)
+	}
+	r.PerWorkerMin, r.PerWorkerMax = iptr(mn), iptr(mx)
+	if st.withPrev > 0 {
+		r.RetakePct = f64(100 * float64(st.retakes) / float64(st.withPrev))
+	}
+	if len(st.handoff) > 0 {
+		p50, p99, _ := summary(st.handoff)
+		r.HandoffOtherP50Ms, r.HandoffOtherP99Ms = p50, p99
+	}
+	r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs = summary(st.waits)
+	r.P50Ms, r.P99Ms, r.MaxMs = r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs
+	r.Counters = map[string]any{"censored_waits": st.censored, "retakes": st.retakes, "handoffs_other": len(st.handoff)}
+	cost.record(&r, st.total)
+	if n := reqs.n.Load() - req0; n > 0 && st.total > 0 && sys.Store != "file" && sys.Store != "memory" {
+		r.Counters["client_requests_per_op"] = float64(n) / float64(st.total)
+	}
+	return r
+}
+
+func (st *contention) worker(ctx context.Context, w int, l Locker, hold time.Duration) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		unlock, err := l.Lock(ctx)
+		t1 := time.Now()
+		if err != nil {
+			st.mu.Lock()
+			if ctx.Err() != nil {
+				// Still waiting when the scenario ended: a lower bound of
+				// this wait, kept so that starved workers show.
+				st.waits = append(st.waits, t1.Sub(t0))
+				st.censored++
+			} else {
+				st.errors++
+			}
+			st.mu.Unlock()
+			if ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			continue
+		}
+		st.mu.Lock()
+		st.total++
+		st.per[w]++
+		st.waits = append(st.waits, t1.Sub(t0))
+		if st.lastWorker >= 0 {
+			st.withPrev++
+			if st.lastWorker == w {
+				st.retakes++
+			} else {
+				st.handoff = append(st.handoff, t1.Sub(st.lastRelease))
+			}
+		}
+		st.mu.Unlock()
+		if hold > 0 {
+			time.Sleep(hold)
+		}
+		st.mu.Lock()
+		st.lastWorker = w
+		st.lastRelease = time.Now()
+		st.mu.Unlock()
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := unlock(uctx); err != nil {
+			st.mu.Lock()
+			st.errors++
+			st.mu.Unlock()
+		}
+		cancel()
+	}
+}
+
+// closeAll closes lockers in parallel, bounded in time.
+func closeAll(ls []Locker) {
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = l.Close()
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+	}
+}

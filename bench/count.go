@@ -1,0 +1,161 @@
+// Counters for the heartbeat scenario: a store wrapper counting renewal
+// calls, and wire-level counters per store (go-redis hook, pgx tracer, gRPC
+// interceptors, a counting ZooKeeper dialer).
+
+package main
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+
+	"github.com/leasekit/lease"
+)
+
+type grpcDialOption = grpc.DialOption
+
+// countingStore counts the renewal calls the Client makes; it forwards
+// Limiter. Use countingBatch for a store that is a BatchRenewer.
+type countingStore struct {
+	lease.Store
+	renews    atomic.Int64 // Renew calls
+	batches   atomic.Int64 // RenewMany calls
+	batchSize atomic.Int64 // leases renewed through RenewMany
+}
+
+func (c *countingStore) Renew(ctx context.Context, r lease.Request) error {
+	c.renews.Add(1)
+	return c.Store.Renew(ctx, r)
+}
+
+func (c *countingStore) Limits() lease.Limits {
+	if l, ok := c.Store.(lease.Limiter); ok {
+		return l.Limits()
+	}
+	return lease.Limits{}
+}
+
+type countingBatch struct{ *countingStore }
+
+func (c countingBatch) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	c.batches.Add(1)
+	c.batchSize.Add(int64(len(rs)))
+	return c.Store.(lease.BatchRenewer).RenewMany(ctx, rs)
+}
+
+// countStore wraps st; the returned lease.Store is a BatchRenewer iff st is.
+func countStore(st lease.Store) (lease.Store, *countingStore) {
+	c := &countingStore{Store: st}
+	if _, ok := st.(lease.BatchRenewer); ok {
+		return countingBatch{c}, c
+	}
+	return c, c
+}
+
+// wire counts requests sent on the wire by a store's client.
+type wire struct{ n atomic.Int64 }
+
+// requestCounters holds one wire per system ("system/store"): every Locker
+// of the system counts its client's requests there, so that the cycle and
+// contention scenarios can report requests per acquisition.
+var requestCounters sync.Map
+
+func counterFor(sysKey string) *wire {
+	v, _ := requestCounters.LoadOrStore(sysKey, &wire{})
+	return v.(*wire)
+}
+
+// hooksFor returns the hooks that count a leasekit store's requests in w.
+func hooksFor(store string, w *wire) storeHooks {
+	switch store {
+	case "redis":
+		return storeHooks{redisHook: redisHook{w}}
+	case "postgres-table", "postgres-advisory":
+		return storeHooks{pgTracer: &pgCounter{w}}
+	case "etcd":
+		return storeHooks{etcdDialer: grpcCounting(w)}
+	case "zookeeper":
+		return storeHooks{zkDialer: zkDialer(w)}
+	}
+	return storeHooks{}
+}
+
+// redisHook counts round trips: one per command or pipeline.
+type redisHook struct{ w *wire }
+
+func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.w.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.w.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// pgCounter counts statements sent (pgx QueryTracer).
+type pgCounter struct{ w *wire }
+
+func (p *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	p.w.n.Add(1)
+	return ctx
+}
+func (p *pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// grpcCounting counts unary calls and messages sent on streams.
+func grpcCounting(w *wire) []grpc.DialOption {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		w.n.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return countingStream{s, w}, nil
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}
+
+type countingStream struct {
+	grpc.ClientStream
+	w *wire
+}
+
+func (s countingStream) SendMsg(m any) error {
+	s.w.n.Add(1)
+	return s.ClientStream.SendMsg(m)
+}
+
+// zkDialer counts Write calls on ZooKeeper connections (the library writes
+// each request, pings included, with one Write).
+func zkDialer(w *wire) func(network, address string, timeout time.Duration) (net.Conn, error) {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, w}, nil
+	}
+}
+
+type countingConn struct {
+	net.Conn
+	w *wire
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.w.n.Add(1)
+	return c.Conn.Write(b)
+}

@@ -1,0 +1,68 @@
+// Servers the benchmark talks to, read from the same LEASE_TEST_* variables
+// the test suites use (./scripts/test --exec sets them all).
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Env says where each server is; an empty field means the store is skipped.
+type Env struct {
+	RedisAddr string   // LEASE_TEST_REDIS_ADDR
+	PGDSN     string   // LEASE_TEST_POSTGRES_DSN
+	Etcd      []string // LEASE_TEST_ETCD_ENDPOINTS
+	ZK        []string // LEASE_TEST_ZK_SERVERS
+	FileDir   string   // a temporary directory for filelease
+	Run       string   // unique per run: prefixes keys and namespaces
+	// StatsRedis is the address of a private redis-server whose counters
+	// the scenarios read (-private-redis); empty: none.
+	StatsRedis string
+}
+
+func envFromOS(run, fileDir string) *Env {
+	split := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return &Env{
+		RedisAddr: os.Getenv("LEASE_TEST_REDIS_ADDR"),
+		PGDSN:     os.Getenv("LEASE_TEST_POSTGRES_DSN"),
+		Etcd:      split(os.Getenv("LEASE_TEST_ETCD_ENDPOINTS")),
+		ZK:        split(os.Getenv("LEASE_TEST_ZK_SERVERS")),
+		FileDir:   fileDir,
+		Run:       run,
+	}
+}
+
+// available reports whether the server behind store is configured, and if
+// not, which variable is missing.
+func (e *Env) available(store string) (bool, string) {
+	switch store {
+	case "redis":
+		return e.RedisAddr != "", "LEASE_TEST_REDIS_ADDR"
+	case "postgres-table", "postgres-advisory":
+		return e.PGDSN != "", "LEASE_TEST_POSTGRES_DSN"
+	case "etcd":
+		return len(e.Etcd) > 0, "LEASE_TEST_ETCD_ENDPOINTS"
+	case "zookeeper":
+		return len(e.ZK) > 0, "LEASE_TEST_ZK_SERVERS"
+	case "file", "memory":
+		return true, ""
+	}
+	return false, fmt.Sprintf("unknown store %q", store)
+}
+
+// childArgs passes the run id and file directory to a re-executed worker
+// process; the server variables reach it through the inherited environment
+// (never on the command line, where a DSN's password would show).
+func (e *Env) childArgs() []string {
+	return []string{"-env-file=" + e.FileDir, "-run=" + e.Run}
+}

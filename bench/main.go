@@ -1,0 +1,362 @@
+// Command bench runs leasekit's side-by-side benchmark against the lock
+// libraries users would pick instead, in one run, and writes
+// BENCHMARKS.md, PNG plots and bench/results.json. From the repository root:
+//
+//	./scripts/test --no-install --exec bash -c 'cd bench && go run . -private-redis -out ../docs'
+//
+// (scripts/test starts the servers and runs the command from the root.)
+// Servers come from LEASE_TEST_REDIS_ADDR, LEASE_TEST_POSTGRES_DSN,
+// LEASE_TEST_ETCD_ENDPOINTS and LEASE_TEST_ZK_SERVERS; a store whose
+// variable is unset is skipped with a note, so `cd bench && go run . -out
+// ../docs` works too with whatever servers are configured. -quick runs
+// every scenario briefly (under 2 minutes).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leasekit/lease/pglease"
+)
+
+// Plan says what to run and for how long.
+type Plan struct {
+	Scenarios     []string // cycle, contention, failover, heartbeat, pg-contention
+	Systems       []string // system/store keys; empty: all
+	CycleDur      time.Duration
+	ContDur       time.Duration
+	Workers       int
+	Hold          time.Duration
+	Trials        int
+	HBLeases      int
+	HBDur         time.Duration
+	PGClients     []int
+	PGDur         time.Duration
+	IncludeMemory bool // smoke tests: the in-memory store
+}
+
+func fullPlan() Plan {
+	return Plan{
+		Scenarios: []string{"cycle", "contention", "pg-contention", "failover", "heartbeat"},
+		CycleDur:  6 * time.Second, ContDur: 8 * time.Second, Workers: 16, Hold: time.Millisecond,
+		Trials: 10, HBLeases: 10000, HBDur: 60 * time.Second, PGClients: []int{1, 8}, PGDur: 5 * time.Second,
+	}
+}
+
+func quickPlan() Plan {
+	return Plan{
+		Scenarios: []string{"cycle", "contention", "pg-contention", "failover", "heartbeat"},
+		CycleDur:  1 * time.Second, ContDur: 3 * time.Second, Workers: 16, Hold: time.Millisecond,
+		Trials: 3, HBLeases: 1000, HBDur: 10 * time.Second, PGClients: []int{1, 8}, PGDur: 2 * time.Second,
+	}
+}
+
+func main() {
+	var (
+		out       = flag.String("out", "../docs", "directory for BENCHMARKS.md and bench/*.png")
+		jsonOut   = flag.String("json", "results.json", "machine-readable results")
+		quick     = flag.Bool("quick", false, "short run (about 2 minutes) for development")
+		only      = flag.String("scenarios", "", "comma-separated scenarios to run (default all)")
+		systems   = flag.String("systems", "", "comma-separated system/store keys to run (default all)")
+		trials    = flag.Int("trials", 0, "fail-over trials per system (default 10, quick 3)")
+		hbLeases  = flag.Int("hb-leases", 0, "leases held in the heartbeat scenario (default 10000, quick 1000)")
+		hbWindow  = flag.Duration("hb-window", 0, "heartbeat measuring window (default 1m, quick 10s)")
+		run       = flag.String("run", "", "run id (internal)")
+		envFile   = flag.String("env-file", "", "filelease directory (internal)")
+		foChild   = flag.Bool("failover-child", false, "internal: be a fail-over holder")
+		hbChild   = flag.Bool("heartbeat-child", false, "internal: be a heartbeat client")
+		sysKey    = flag.String("system", "", "internal")
+		key       = flag.String("key", "", "internal")
+		ttl       = flag.Duration("ttl", 0, "internal")
+		store     = flag.String("store", "", "internal")
+		hbN       = flag.Int("hb-n", 0, "internal")
+		hbDur     = flag.Duration("hb-dur", 0, "internal")
+		hbRedis   = flag.String("hb-redis", "", "internal")
+		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the parent process")
+		privRedis = flag.Bool("private-redis", false, "run the Redis systems on a private redis-server and record its CPU and commands per acquisition")
+	)
+	flag.Parse()
+	if *foChild {
+		os.Exit(failoverChild(envFromOS(*run, *envFile), *sysKey, *key, *ttl))
+	}
+	if *hbChild {
+		os.Exit(heartbeatChild(envFromOS(*run, *envFile), *store, *hbN, *hbDur, *hbRedis))
+	}
+
+	plan := fullPlan()
+	if *quick {
+		plan = quickPlan()
+	}
+	if *only != "" {
+		plan.Scenarios = strings.Split(*only, ",")
+	}
+	if *systems != "" {
+		plan.Systems = strings.Split(*systems, ",")
+	}
+	if *trials > 0 {
+		plan.Trials = *trials
+	}
+	if *hbLeases > 0 {
+		plan.HBLeases = *hbLeases
+	}
+	if *hbWindow > 0 {
+		plan.HBDur = *hbWindow
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *cpuprof != "" {
+		stopProf, err := startCPUProfile(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer stopProf()
+	}
+	dir, err := os.MkdirTemp("", "leasekit-bench-file-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	env := envFromOS(fmt.Sprintf("%x", time.Now().UnixNano()), dir)
+	var extraNotes []string
+	if *privRedis {
+		addr, stopRedis, err := startPrivateRedis(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "private redis-server:", err)
+			os.Exit(1)
+		}
+		defer stopRedis()
+		env.RedisAddr, env.StatsRedis = addr, addr
+		_ = os.Setenv("LEASE_TEST_REDIS_ADDR", addr) // for the worker processes
+		extraNotes = append(extraNotes, "-private-redis: every Redis system ran against a private redis-server on a free loopback port"+
+			"; cycle and contention record that server's CPU time and commands per acquisition (counters in results.json)")
+	}
+	start := time.Now()
+	results, notes := Execute(ctx, env, plan, func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "%6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(f, a...))
+	})
+	notes = append(extraNotes, notes...)
+	meta := runMeta(start, *quick, plan)
+	meta.PrivateRedis = *privRedis
+	if err := writeJSON(*jsonOut, results); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := writeReport(*out, results, notes, meta); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "done in %.0fs: %s, %s\n", time.Since(start).Seconds(), *jsonOut, filepath.Join(*out, "BENCHMARKS.md"))
+}
+
+// Execute runs plan and returns the results and notes on skipped stores.
+func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)) ([]Result, []string) {
+	var notes []string
+	var syss []System
+	skipped := map[string]bool{}
+	for _, s := range allSystems() {
+		if len(plan.Systems) > 0 && !slices.Contains(plan.Systems, s.Key()) {
+			continue
+		}
+		if ok, v := env.available(s.Store); !ok {
+			if !skipped[s.Store] {
+				notes = append(notes, fmt.Sprintf("store %s skipped: %s is not set", s.Store, v))
+				skipped[s.Store] = true
+			}
+			continue
+		}
+		syss = append(syss, s)
+	}
+	if plan.IncludeMemory {
+		syss = append(syss, leasekitSystem("memory", "memlease (smoke tests only)", 0))
+	}
+	if env.PGDSN != "" && hasStore(syss, "postgres-table", "postgres-advisory") {
+		if err := migratePG(ctx, env.PGDSN); err != nil {
+			notes = append(notes, "PostgreSQL migrate failed: "+err.Error())
+		}
+	}
+	var results []Result
+	add := func(r Result) {
+		logf("%-13s %-18s %-17s %s", r.Scenario, r.System, r.Store, brief(r))
+		results = append(results, r)
+	}
+	has := func(s string) bool { return slices.Contains(plan.Scenarios, s) }
+	if has("cycle") {
+		rounds := max(int(plan.CycleDur/(500*time.Millisecond)), 1)
+		logf("cycle: %d systems interleaved, %d rounds, %v each", len(syss), rounds, plan.CycleDur)
+		for _, r := range runCycles(ctx, env, syss, plan.CycleDur, rounds) {
+			add(r)
+		}
+	}
+	if has("contention") {
+		for _, s := range syss {
+			if s.Wait {
+				add(runContention(ctx, env, s, "contention", plan.Workers, plan.Hold, plan.ContDur))
+			}
+		}
+	}
+	if has("pg-contention") {
+		for _, s := range syss {
+			if s.Name == "leasekit" && strings.HasPrefix(s.Store, "postgres") {
+				for _, n := range plan.PGClients {
+					add(runContention(ctx, env, s, "pg-contention", n, 0, plan.PGDur))
+				}
+			}
+		}
+	}
+	if has("failover") {
+		// Systems in parallel (each its own keys): the time is TTL-bound.
+		var fo []System
+		for _, s := range syss {
+			if s.Wait && s.Store != "memory" {
+				fo = append(fo, s)
+			}
+		}
+		logf("failover: %d systems in parallel, %d trials each, TTL %v", len(fo), plan.Trials, failoverTTL)
+		rs := make([]Result, len(fo))
+		done := make(chan int)
+		for i, s := range fo {
+			go func() {
+				rs[i] = runFailover(ctx, env, s, plan.Trials)
+				done <- i
+			}()
+		}
+		for range fo {
+			<-done
+		}
+		for _, r := range rs {
+			add(r)
+		}
+	}
+	if has("heartbeat") {
+		var stores []string
+		for _, s := range syss {
+			if s.Name == "leasekit" {
+				stores = append(stores, s.Store)
+			}
+		}
+		logf("heartbeat: %d stores in parallel, %d leases, %v each", len(stores), plan.HBLeases, plan.HBDur)
+		for _, r := range runHeartbeats(ctx, env, stores, plan.HBLeases, plan.HBDur, logf) {
+			add(r)
+		}
+	}
+	return results, notes
+}
+
+func hasStore(ss []System, stores ...string) bool {
+	for _, s := range ss {
+		if slices.Contains(stores, s.Store) {
+			return true
+		}
+	}
+	return false
+}
+
+func migratePG(ctx context.Context, dsn string) error {
+	pool, err := newPGPool(ctx, dsn, 2, nil)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	for _, m := range []pglease.Mode{pglease.ModeTable, pglease.ModeAdvisory} {
+		st, err := pglease.New(pool, pglease.WithMode(m))
+		if err != nil {
+			return err
+		}
+		if err := st.Migrate(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// brief is a one-line summary for the progress log.
+func brief(r Result) string {
+	if r.Skipped != "" {
+		return "SKIPPED: " + r.Skipped
+	}
+	var b strings.Builder
+	if r.OpsPerS > 0 {
+		fmt.Fprintf(&b, "%.0f/s ", r.OpsPerS)
+	}
+	if r.P50Ms != nil {
+		fmt.Fprintf(&b, "p50 %.2f p99 %.2f max %.2f ms ", *r.P50Ms, *r.P99Ms, *r.MaxMs)
+	}
+	if r.HandoffOtherP50Ms != nil {
+		fmt.Fprintf(&b, "handoff %.2f ms ", *r.HandoffOtherP50Ms)
+	}
+	if r.RetakePct != nil {
+		fmt.Fprintf(&b, "retake %.0f%% ", *r.RetakePct)
+	}
+	if r.PerWorkerMin != nil {
+		fmt.Fprintf(&b, "per-worker %d..%d ", *r.PerWorkerMin, *r.PerWorkerMax)
+	}
+	if r.RoundTripsPerInterval != nil {
+		fmt.Fprintf(&b, "rt/interval %.2f ", *r.RoundTripsPerInterval)
+	}
+	if r.BytesPerLease != nil {
+		fmt.Fprintf(&b, "%.0f B/lease ", *r.BytesPerLease)
+	}
+	if r.CPUPercent != nil {
+		fmt.Fprintf(&b, "cpu %.1f%% ", *r.CPUPercent)
+	}
+	if r.Errors > 0 {
+		fmt.Fprintf(&b, "errors %d ", r.Errors)
+	}
+	return b.String()
+}
+
+func writeJSON(path string, rs []Result) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Meta describes the run for the report.
+type Meta struct {
+	Date, GoVersion, OS, CPU string
+	Commit                   string // the library's git commit, "+dirty" with uncommitted changes
+	Cores                    int
+	Quick, PrivateRedis      bool
+	Duration                 time.Duration
+	Plan                     Plan
+}
+
+func runMeta(start time.Time, quick bool, plan Plan) Meta {
+	cpu := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	commit := "unknown"
+	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			commit += "+dirty"
+		}
+	}
+	return Meta{Date: start.UTC().Format("2006-01-02 15:04 MST"), GoVersion: runtime.Version(), Commit: commit,
+		OS: runtime.GOOS + "/" + runtime.GOARCH, CPU: cpu, Cores: runtime.NumCPU(), Quick: quick,
+		Duration: time.Since(start), Plan: plan}
+}
