@@ -225,19 +225,26 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		if c.hub.changed(gen) {
 			continue // the subscription was (re)established: look again at once
 		}
-		t := c.clock.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
-		case <-c.stop:
-			t.Stop()
-			return nil, ErrClosed
-		case <-w.ch:
-			t.Stop()
-		case <-t.C():
+		if err := c.pause(ctx, sleep, w); err != nil {
+			return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
 		}
 	}
+}
+
+// pause sleeps for d or until w is woken (a release was announced); it
+// returns ctx's error when ctx ends and ErrClosed when the Client closes.
+func (c *Client) pause(ctx context.Context, d time.Duration, w *waiter) error {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
+		return ErrClosed
+	case <-w.ch:
+	case <-t.C():
+	}
+	return nil
 }
 
 // Do acquires key (waiting as Acquire does), runs fn while holding it and

@@ -117,17 +117,8 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 		if c.hub.changed(gen) {
 			continue
 		}
-		t := c.clock.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, ctx.Err())
-		case <-c.stop:
-			t.Stop()
-			return nil, ErrClosed
-		case <-w.ch:
-			t.Stop()
-		case <-t.C():
+		if err := c.pause(ctx, sleep, w); err != nil {
+			return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, err)
 		}
 	}
 }

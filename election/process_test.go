@@ -26,6 +26,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/election"
 	"github.com/leasekit/lease/filelease"
+	"github.com/leasekit/lease/internal/proctest"
 )
 
 // Environment of a candidate process.
@@ -286,7 +287,7 @@ func TestLeaderPaused(t *testing.T) {
 			b := startCandidate(t, k, ns, key)
 			b.quiet(k.ttl/2, "while the other candidate leads")
 			if fs, ok := s.(*filelease.Store); ok {
-				stopOutsideLock(t, a.cmd.Process.Pid, fs.File(key))
+				proctest.StopOutsideLock(t, a.cmd.Process.Pid, fs.File(key))
 			} else if err := unix.Kill(a.cmd.Process.Pid, unix.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
@@ -310,50 +311,4 @@ func TestLeaderPaused(t *testing.T) {
 				election.Leader{Identity: a.identity(), Fence: f1}, election.Leader{Identity: b.identity(), Fence: f2})
 		})
 	}
-}
-
-// stopOutsideLock stops process pid with SIGSTOP at a moment it does not hold
-// the flock of the lease file at path (held for microseconds per renewal;
-// stopped inside, it would block every process, as filelease documents).
-func stopOutsideLock(t *testing.T, pid int, path string) {
-	t.Helper()
-	for range 100 {
-		if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, pid)
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		_ = unix.Close(fd)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			t.Fatal(err)
-		}
-		if err := unix.Kill(pid, unix.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("the candidate held the lease file's lock at every SIGSTOP")
-}
-
-// waitStopped waits until pid is in the stopped state.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("process %d did not stop", pid)
 }

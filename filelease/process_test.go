@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/filelease"
+	"github.com/leasekit/lease/internal/proctest"
 	"golang.org/x/sys/unix"
 )
 
@@ -291,7 +292,7 @@ func TestStoppedHolderLoses(t *testing.T) {
 	h := startHelper(t, "hold", s.Dir(), key, ttl)
 	fence := fenceOf(t, h.line(60*time.Second), "acquired")
 	time.Sleep(ttl / 2)
-	stopOutsideLock(t, h.cmd.Process.Pid, s.File(key))
+	proctest.StopOutsideLock(t, h.cmd.Process.Pid, s.File(key))
 	stopped := time.Now()
 
 	c, err := lease.New(s, lease.WithTTL(5*time.Second))
@@ -329,52 +330,4 @@ func TestStoppedHolderLoses(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Errorf("new holder's lease: %v", err)
 	}
-}
-
-// stopOutsideLock stops process pid with SIGSTOP at a moment it does not hold
-// the flock of the lease file at path (it takes it for a few microseconds per
-// renewal; stopped inside, it would block everyone, which is what the
-// package documentation warns about).
-func stopOutsideLock(t *testing.T, pid int, path string) {
-	t.Helper()
-	for range 100 {
-		if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, pid)
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		_ = unix.Close(fd)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			t.Fatal(err)
-		}
-		if err := unix.Kill(pid, unix.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("the helper held the lease file's lock at every SIGSTOP")
-}
-
-// waitStopped waits until pid is in the stopped state.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The state follows the command name in parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i:]), ") T") {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("process %d did not stop", pid)
 }
