@@ -207,6 +207,24 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	return lease.Grant{Fence: rec.Fence}, nil
 }
 
+// lockExisting opens r.Key's file under the write lock for an operation on a
+// lease that must exist (renew, release), and reads the clock. No file means
+// the token holds nothing: lease.ErrNotHeld. The caller closes lf.
+func (s *Store) lockExisting(r lease.Request) (lf *leaseFile, now int64, err error) {
+	lf, err = lock(s.dir, r.Key, modeWrite, s.mode)
+	if err != nil {
+		return nil, 0, err
+	}
+	if lf == nil {
+		return nil, 0, lease.ErrNotHeld
+	}
+	if now, err = monotonicNow(); err != nil {
+		lf.close()
+		return nil, 0, err
+	}
+	return lf, now, nil
+}
+
 // Renew extends r.Key to r.TTL from now if r.Token still holds it, and
 // otherwise returns an error wrapping lease.ErrNotHeld.
 func (s *Store) Renew(ctx context.Context, r lease.Request) error {
@@ -214,18 +232,11 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 	if err := s.check(ctx, r, true); err != nil {
 		return fail(err)
 	}
-	lf, err := lock(s.dir, r.Key, modeWrite, s.mode)
+	lf, now, err := s.lockExisting(r)
 	if err != nil {
 		return fail(err)
-	}
-	if lf == nil {
-		return fail(lease.ErrNotHeld)
 	}
 	defer lf.close()
-	now, err := monotonicNow()
-	if err != nil {
-		return fail(err)
-	}
 	expires, err := expiry(now, r.TTL)
 	if err != nil {
 		return fail(err)
@@ -252,18 +263,11 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := s.check(ctx, r, false); err != nil {
 		return fail(err)
 	}
-	lf, err := lock(s.dir, r.Key, modeWrite, s.mode)
+	lf, now, err := s.lockExisting(r)
 	if err != nil {
 		return fail(err)
-	}
-	if lf == nil {
-		return fail(lease.ErrNotHeld)
 	}
 	defer lf.close()
-	now, err := monotonicNow()
-	if err != nil {
-		return fail(err)
-	}
 	rec := lf.rec
 	q := rec.liveQueue(now, s.boot)
 	dropped := len(q) != len(rec.Queue)
