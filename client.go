@@ -154,8 +154,6 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		return nil, err
 	}
 	start := c.clock.Now()
-	w := c.hub.register(key)
-	defer c.hub.unregister(w)
 	// In FIFO mode the token is the waiter's place in the queue: it stays
 	// the same across attempts and is released (leaving the queue, or
 	// freeing a lease whose grant we did not see) when Acquire gives up.
@@ -165,6 +163,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			return nil, err
 		}
 	}
+	w := c.hub.register(queued.Token, key)
+	defer c.hub.unregister(w)
 	l, err := c.wait(ctx, key, p, start, w, queued)
 	if err != nil && c.fifo {
 		c.leaveQueue(queued)

@@ -289,12 +289,12 @@ type batchCounter struct {
 	clk      *leasetest.FakeClock
 	mu       sync.Mutex
 	at       []time.Time
-	inflight sync.WaitGroup
+	inflight atomic.Int64 // RenewMany calls running (a WaitGroup's Wait must not race with Add from zero)
 }
 
 func (b *batchCounter) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	b.inflight.Add(1)
-	defer b.inflight.Done()
+	defer b.inflight.Add(-1)
 	b.mu.Lock()
 	b.at = append(b.at, b.clk.Now())
 	b.mu.Unlock()
@@ -306,7 +306,9 @@ func (b *batchCounter) settle(t *testing.T) {
 	for b.clk.Timers() == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Microsecond)
 	}
-	b.inflight.Wait()
+	for b.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func (b *batchCounter) since(from time.Time) int {

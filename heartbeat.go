@@ -21,7 +21,15 @@ func (c *Client) heartbeat() {
 	defer c.wg.Done()
 	for {
 		next := c.tick()
-		t := c.clock.NewTimer(max(next.Sub(c.clock.Now()), 0))
+		before := c.clock.Now()
+		t := c.clock.NewTimer(max(next.Sub(before), 0))
+		if c.clock.Now().Sub(before) > time.Millisecond {
+			// The clock jumped while the timer was armed (a fake clock
+			// advanced, or this goroutine was descheduled): the timer may
+			// be late by the jump, so plan again.
+			t.Stop()
+			continue
+		}
 		select {
 		case <-c.stop:
 			t.Stop()

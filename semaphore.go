@@ -91,7 +91,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 		return nil, err
 	}
 	start := c.clock.Now()
-	w := c.hub.register(s.slots...)
+	w := c.hub.register("", s.slots...)
 	defer c.hub.unregister(w)
 	var transient int
 	for {

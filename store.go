@@ -109,6 +109,28 @@ type Subscription interface {
 	Close() error
 }
 
+// Announcement is one release announcement of an [Announcer].
+type Announcement struct {
+	// Key may have been freed.
+	Key string
+	// Next, when not empty, is the token of the queued waiter the store will
+	// grant Key to next (the head of its FIFO queue): waiters with other
+	// queued tokens would be refused and need not look. Empty: anyone may
+	// look (the queue was empty, or the store cannot tell).
+	Next string
+}
+
+// Announcer is implemented by the Subscriptions of [Queuer] stores that name,
+// in each announcement, the waiter at the head of the key's queue. The Client
+// then wakes only that waiter (and waiters that do not queue) instead of every
+// waiter of the key: the others would only be refused, one round trip each.
+// When the named waiter is gone, the others look again on their own timers
+// (within one renew interval) or at the next announcement.
+type Announcer interface {
+	// NextAnnouncement is Subscription.Next with the announced successor.
+	NextAnnouncement(ctx context.Context) (Announcement, error)
+}
+
 // Queuer is implemented by stores that hand a freed key to the waiter that
 // has waited longest (FIFO) instead of to whoever asks first. Such a store:
 //   - grants a free key to Acquire only if no live waiter is queued ahead of

@@ -14,8 +14,9 @@ import (
 // until the holder's TTL would run out.
 
 type waiter struct {
-	keys []string
-	ch   chan struct{} // gets a value when one of keys may be free
+	keys  []string
+	token string        // the waiter's place in the store's queue; "" if it does not queue
+	ch    chan struct{} // gets a value when one of keys may be free
 }
 
 func (w *waiter) notify() {
@@ -50,9 +51,11 @@ func newHub(c *Client) *hub {
 }
 
 // register returns a waiter woken when any of keys may be free (a semaphore
-// waits for any of its slots).
-func (h *hub) register(keys ...string) *waiter {
-	w := &waiter{keys: keys, ch: make(chan struct{}, 1)}
+// waits for any of its slots). token is the waiter's queued token ("" if it
+// does not queue): announcements naming another queued token as the next
+// holder do not wake it.
+func (h *hub) register(token string, keys ...string) *waiter {
+	w := &waiter{keys: keys, token: token, ch: make(chan struct{}, 1)}
 	if h.notifier == nil {
 		return w
 	}
@@ -161,7 +164,7 @@ func (h *hub) changed(gen uint64) bool {
 // and subscribe anew: announcements may have been missed.
 func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 	for {
-		key, err := sub.Next(ctx)
+		a, err := next(ctx, sub)
 		if err != nil {
 			if ctx.Err() != nil {
 				return // hub closed
@@ -185,11 +188,24 @@ func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 			return
 		}
 		h.mu.Lock()
-		for w := range h.waiters[key] {
-			w.notify()
+		for w := range h.waiters[a.Key] {
+			// A queued waiter other than the announced head would be refused.
+			if a.Next == "" || w.token == "" || w.token == a.Next {
+				w.notify()
+			}
 		}
 		h.mu.Unlock()
 	}
+}
+
+// next returns sub's next announcement, with the successor when sub is an
+// Announcer.
+func next(ctx context.Context, sub Subscription) (Announcement, error) {
+	if a, ok := sub.(Announcer); ok {
+		return a.NextAnnouncement(ctx)
+	}
+	key, err := sub.Next(ctx)
+	return Announcement{Key: key}, err
 }
 
 func (h *hub) close() {

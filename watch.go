@@ -27,7 +27,7 @@ func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (
 	if c.isClosed() {
 		return false, ErrClosed
 	}
-	w := c.hub.register(key)
+	w := c.hub.register("", key)
 	defer c.hub.unregister(w)
 	c.hub.ensure(ctx)
 	t := c.clock.NewTimer(max(d, 0))

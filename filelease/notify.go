@@ -77,28 +77,38 @@ type subscription struct {
 
 	mu      sync.Mutex // serializes Next
 	buf     []byte
-	pending []string // keys read but not yet returned
+	pending []lease.Announcement // read but not yet returned
 }
+
+var _ lease.Announcer = (*subscription)(nil)
 
 // Next returns the key of the next released lease file, waiting until there
 // is one, ctx ends or the subscription is closed.
 func (sub *subscription) Next(ctx context.Context) (string, error) {
+	a, err := sub.NextAnnouncement(ctx)
+	return a.Key, err
+}
+
+// NextAnnouncement is Next with the token of the first live waiter in the
+// key's queue, read from the lease file when the release is seen (see
+// [lease.Announcer]); "" when nobody waits or the file cannot be read.
+func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	for len(sub.pending) == 0 {
 		if sub.closed.Load() {
-			return "", ErrClosed
+			return lease.Announcement{}, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return lease.Announcement{}, err
 		}
 		if err := sub.read(ctx); err != nil {
-			return "", err
+			return lease.Announcement{}, err
 		}
 	}
-	key := sub.pending[0]
+	a := sub.pending[0]
 	sub.pending = sub.pending[1:]
-	return key, nil
+	return a, nil
 }
 
 // read waits for one batch of inotify events and queues their keys. When ctx
@@ -151,46 +161,68 @@ func (sub *subscription) parse(b []byte) error {
 			continue
 		}
 		key, hashed, ok := keyOf(name)
-		if !ok {
+		if !ok || seen[name] {
 			continue
 		}
+		seen[name] = true
+		rec, err := sub.store.recordIn(name, hashed)
 		if hashed {
-			k, err := sub.store.keyInFile(name)
 			if err != nil {
 				return fmt.Errorf("filelease: subscription: %w", err)
 			}
-			key = k
+			key = rec.Key
 		}
-		if !seen[key] {
-			seen[key] = true
-			sub.pending = append(sub.pending, key)
+		a := lease.Announcement{Key: key}
+		if err == nil {
+			if now, nerr := monotonicNow(); nerr == nil {
+				switch q := rec.liveQueue(now, sub.store.boot); {
+				case rec.held(now, sub.store.boot):
+					// Taken again since the release (by the waiter that was
+					// first): no queued waiter needs to look.
+					a.Next = rec.Token
+				case len(q) > 0:
+					a.Next = q[0].Token
+				}
+			}
 		}
+		sub.pending = append(sub.pending, a)
 	}
 	return nil
 }
 
-// keyInFile reads the key recorded in the lease file called name (for long
-// keys, whose file names hold only their hash).
-func (s *Store) keyInFile(name string) (string, error) {
+// recordIn reads the record of the lease file called name (for long keys,
+// whose file names hold only their hash, it also tells the key). Unless
+// lock, it reads without taking the file's lock (the release that announced
+// the key may still hold it): a record torn by a concurrent write fails its
+// checksum.
+func (s *Store) recordIn(name string, lock bool) (record, error) {
 	fd, err := retryEINTR(func() (int, error) {
 		return unix.Open(filepath.Join(s.dir, name), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	})
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", name, err)
+		return record{}, fmt.Errorf("open %s: %w", name, err)
 	}
 	lf := &leaseFile{fd: fd, path: filepath.Join(s.dir, name)}
 	defer lf.close()
-	if _, err := lf.flock(unix.LOCK_SH); err != nil {
-		return "", err
+	if lock {
+		if _, err := lf.flock(unix.LOCK_SH); err != nil {
+			return record{}, err
+		}
+	} else {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return record{}, fmt.Errorf("fstat %s: %w", lf.path, err)
+		}
+		lf.size = st.Size
 	}
 	rec, err := lf.readAny()
 	if err != nil {
-		return "", err
+		return record{}, err
 	}
 	if fileName(rec.Key) != name {
-		return "", fmt.Errorf("%s: %w", lf.path, corrupt("the file records key %q, which is not its name's", clip(rec.Key)))
+		return record{}, fmt.Errorf("%s: %w", lf.path, corrupt("the file records key %q, which is not its name's", clip(rec.Key)))
 	}
-	return rec.Key, nil
+	return rec, nil
 }
 
 // Close ends the subscription and unblocks Next.

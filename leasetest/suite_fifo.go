@@ -144,6 +144,8 @@ var fifoCases = []struct {
 	{"FIFOWaiterExpires", testFIFOWaiterExpires},
 	{"FIFOGiveUp", testFIFOGiveUp},
 	{"FIFOClients", testFIFOClients},
+	{"FIFOAnnounceNext", testFIFOAnnounceNext},
+	{"FIFOWakesHead", testFIFOWakesHead},
 }
 
 // RunFIFO runs only the FIFO subtests of the suite (Run runs them too): a

@@ -180,21 +180,25 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if _, err := st.holdingLocked(r, now); err != nil {
 		if st.dequeueLocked(r.Key, r.Token) {
 			if e, ok := st.held[r.Key]; !ok || !now.Before(e.expires) {
-				st.announceLocked(r.Key)
+				st.announceLocked(r.Key, now)
 			}
 		}
 		return err
 	}
 	delete(st.held, r.Key)
-	st.announceLocked(r.Key)
+	st.announceLocked(r.Key, now)
 	return nil
 }
 
-// announceLocked tells every open subscription that key may be free; st.mu
-// is held.
-func (st *state) announceLocked(key string) {
+// announceLocked tells every open subscription that key may be free, naming
+// the live waiter at the head of its queue, if any; st.mu is held.
+func (st *state) announceLocked(key string, now time.Time) {
+	a := lease.Announcement{Key: key}
+	if q := st.liveQueueLocked(key, now); len(q) > 0 {
+		a.Next = q[0].token
+	}
 	for sub := range st.subs {
-		sub.announceLocked(key)
+		sub.announceLocked(a)
 	}
 }
 

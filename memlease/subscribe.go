@@ -19,6 +19,8 @@ var ErrOverflow = errors.New("memlease: subscription overflowed, announcements w
 // drops them and reports [ErrOverflow].
 const MaxPending = 4096
 
+var _ lease.Announcer = (*subscription)(nil)
+
 // subscription is the lease.Subscription of a Store. Its queue and flags are
 // guarded by the shared state's mutex, which Release holds while announcing.
 type subscription struct {
@@ -27,7 +29,7 @@ type subscription struct {
 	signal chan struct{} // capacity 1: "the queue may have grown"
 	done   chan struct{} // closed by close
 
-	queue  []string
+	queue  []lease.Announcement
 	missed bool
 	closed bool
 }
@@ -56,8 +58,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	return sub, nil
 }
 
-// announceLocked queues key; st.mu is held.
-func (sub *subscription) announceLocked(key string) {
+// announceLocked queues a; st.mu is held.
+func (sub *subscription) announceLocked(a lease.Announcement) {
 	if sub.closed {
 		return
 	}
@@ -65,7 +67,7 @@ func (sub *subscription) announceLocked(key string) {
 		sub.missed = true
 		sub.queue = nil
 	} else if !sub.missed {
-		sub.queue = append(sub.queue, key)
+		sub.queue = append(sub.queue, a)
 	}
 	select {
 	case sub.signal <- struct{}{}:
@@ -77,29 +79,36 @@ func (sub *subscription) announceLocked(key string) {
 // the subscription is closed. After an overflow it returns an error matching
 // [ErrOverflow] once, then resumes delivering.
 func (sub *subscription) Next(ctx context.Context) (string, error) {
+	a, err := sub.NextAnnouncement(ctx)
+	return a.Key, err
+}
+
+// NextAnnouncement is Next with the token of the waiter at the head of the
+// key's queue when it was released (see [lease.Announcer]).
+func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	for {
 		sub.st.mu.Lock()
 		switch {
 		case sub.closed:
 			sub.st.mu.Unlock()
-			return "", fmt.Errorf("memlease: next: %w", ErrClosed)
+			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ErrClosed)
 		case sub.missed:
 			sub.missed = false
 			sub.st.mu.Unlock()
-			return "", fmt.Errorf("memlease: next: %w", ErrOverflow)
+			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ErrOverflow)
 		case len(sub.queue) > 0:
-			key := sub.queue[0]
-			sub.queue[0] = ""
+			a := sub.queue[0]
+			sub.queue[0] = lease.Announcement{}
 			sub.queue = sub.queue[1:]
 			sub.st.mu.Unlock()
-			return key, nil
+			return a, nil
 		}
 		sub.st.mu.Unlock()
 		select {
 		case <-sub.signal:
 		case <-sub.done:
 		case <-ctx.Done():
-			return "", fmt.Errorf("memlease: next: %w", ctx.Err())
+			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ctx.Err())
 		}
 	}
 }

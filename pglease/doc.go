@@ -35,7 +35,8 @@
 // fence and remaining time. Renew and Release match the token and an
 // unexpired row; Release clears the token but keeps the fence and sends
 // NOTIFY on the store's channel (one per table and namespace, payload the
-// key). RenewMany renews all of a client's leases in one UPDATE ... FROM
+// token of the first live waiter or nothing, a newline, and the key: only
+// that waiter looks, see lease.Announcer). RenewMany renews all of a client's leases in one UPDATE ... FROM
 // unnest(...). Subscribe LISTENs on one dedicated connection per Client.
 //
 // # Advisory mode

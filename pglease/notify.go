@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +19,8 @@ import (
 var errSubClosed = errors.New("pglease: subscription closed")
 
 // Subscribe takes one connection out of the pool for good, LISTENs on the
-// store's channel (one per table and namespace; the payload is the released
-// key) and returns once the server has confirmed it, so every release
+// store's channel (one per table and namespace; the payload is the token of
+// the next waiter, or nothing, a newline and the released key) and returns once the server has confirmed it, so every release
 // committed after it returns is delivered. A lease.Client makes one
 // subscription for all its waiters. Closing the subscription closes the
 // connection.
@@ -37,6 +38,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
 }
 
+var _ lease.Announcer = (*subscription)(nil)
+
 // subscription is a lease.Subscription over one LISTENing connection.
 type subscription struct {
 	mu     sync.Mutex // held by Next while it reads, and by Close
@@ -50,24 +53,37 @@ type subscription struct {
 // connection error (a server restart, a network failure) is returned as is;
 // the subscription is then broken and the Client makes a new one.
 func (s *subscription) Next(ctx context.Context) (string, error) {
+	a, err := s.NextAnnouncement(ctx)
+	return a.Key, err
+}
+
+// NextAnnouncement is Next with the token of the waiter at the head of the
+// key's queue when it was released (see [lease.Announcer]). The payload is
+// that token ("" when nobody waits), a newline, and the key; tokens made by
+// lease.Client are hexadecimal, so the first newline ends the token.
+func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	ctx, stop := mergeCancel(ctx, s.ctx)
 	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", errSubClosed
+		return lease.Announcement{}, errSubClosed
 	}
 	n, err := s.conn.WaitForNotification(ctx)
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return "", errSubClosed
+			return lease.Announcement{}, errSubClosed
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return "", cerr
+			return lease.Announcement{}, cerr
 		}
-		return "", fmt.Errorf("pglease: subscription: %w", err)
+		return lease.Announcement{}, fmt.Errorf("pglease: subscription: %w", err)
 	}
-	return n.Payload, nil
+	next, key, ok := strings.Cut(n.Payload, "\n")
+	if !ok {
+		return lease.Announcement{Key: n.Payload}, nil
+	}
+	return lease.Announcement{Key: key, Next: next}, nil
 }
 
 // Close ends the subscription, unblocks Next and closes the connection.

@@ -81,6 +81,13 @@ const (
 )`
 )
 
+// head is the token of the first live waiter of the key other than $TOK
+// ('' if none): a release names it in its announcement (see notify.go).
+const head = `hd AS (
+	SELECT COALESCE((SELECT token FROM Q WHERE ns = $NS AND key = $KEY AND token <> $TOK
+		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') AS token
+)`
+
 // remaining is the microseconds left before expires_at, by the server's clock.
 const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
 
@@ -179,7 +186,8 @@ d AS (
 	RETURNING 1
 ),
 ` + tq(sweepNS, "", "", "r") + `,
-n AS (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d)
+` + tq(head, "", "", "") + `,
+n AS (SELECT pg_notify($4, (SELECT token FROM hd) || E'\n' || $2) WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d)
 	AND NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token IS NOT NULL
 		AND c.expires_at > clock_timestamp())))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d)`),
@@ -246,7 +254,8 @@ d AS (
 	RETURNING 1
 ),
 ` + aq(sweepNS, "", "", "r") + `,
-n AS (SELECT pg_notify($6, $4) WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM d))
+` + aq(head, "", "", "") + `,
+n AS (SELECT pg_notify($6, (SELECT token FROM hd) || E'\n' || $4) WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM d))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), pg_advisory_unlock($1, $2),
 	set_config('idle_session_timeout', '0', false)`),
 		advUnlock: `SELECT pg_advisory_unlock($1, $2), set_config('idle_session_timeout', '0', false)`,
@@ -269,7 +278,8 @@ d AS (
 	RETURNING 1
 ),
 ` + aq(sweepNS, "", "", "r") + `,
-n AS (SELECT pg_notify($6, $4) WHERE EXISTS (SELECT 1 FROM r)
+` + aq(head, "", "", "") + `,
+n AS (SELECT pg_notify($6, (SELECT token FROM hd) || E'\n' || $4) WHERE EXISTS (SELECT 1 FROM r)
 	OR (EXISTS (SELECT 1 FROM d) AND NOT ` + lockTakenAt("$1", "$2") + `))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`),
 		// $1 ns, $2 key, $3 class, $4 object.

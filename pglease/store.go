@@ -128,7 +128,8 @@ func (s *Store) QueueTable() string { return s.queue }
 func (s *Store) QueuesWaiters() bool { return true }
 
 // Channel returns the (unquoted) NOTIFY channel on which the store announces
-// releases: one per table and namespace; the payload is the key.
+// releases: one per table and namespace; the payload is the token of the
+// first live waiter ("" if none), a newline and the key.
 func (s *Store) Channel() string { return s.chanRaw }
 
 // Limits reports the store's limits: keys of at most MaxKeyLen bytes, a TTL

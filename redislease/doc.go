@@ -41,7 +41,9 @@
 //     queue of waiters (see below), two sorted sets of waiting tokens scored
 //     by arrival order and by entry expiry. They exist only while waiters are
 //     queued.
-//   - P + "released": the Pub/Sub channel on which a release publishes K.
+//   - P + "released": the Pub/Sub channel on which a release publishes K,
+//     followed by a NUL byte and the token of the first live waiter when
+//     one is queued, so that only that waiter looks (lease.Announcer).
 //
 // esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
 // Cluster hash tag is always exactly the escaped key (never empty, since

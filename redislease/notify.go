@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/leasekit/lease"
@@ -50,6 +51,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	return &subscription{ps: ps}, nil
 }
 
+var _ lease.Announcer = (*subscription)(nil)
+
 // subscription is a lease.Subscription over a go-redis PubSub. Next must not
 // be called concurrently with itself; Close may be called at any time.
 type subscription struct {
@@ -63,8 +66,16 @@ type subscription struct {
 // with it the subscription). A connection error is returned as is; the next
 // call reconnects and subscribes again, and releases in between are lost.
 func (s *subscription) Next(ctx context.Context) (string, error) {
+	a, err := s.NextAnnouncement(ctx)
+	return a.Key, err
+}
+
+// NextAnnouncement is Next with the token of the waiter at the head of the
+// key's queue when it was released (see [lease.Announcer]): the message is
+// the key, then a NUL byte and the token when a waiter is queued.
+func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return lease.Announcement{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = s.ps.Ping(context.WithoutCancel(ctx)) })
 	defer stop()
@@ -73,20 +84,21 @@ func (s *subscription) Next(ctx context.Context) (string, error) {
 		msg, err := s.ps.Receive(rctx)
 		if err != nil {
 			if s.closed.Load() {
-				return "", errSubClosed
+				return lease.Announcement{}, errSubClosed
 			}
 			if cerr := ctx.Err(); cerr != nil {
-				return "", cerr
+				return lease.Announcement{}, cerr
 			}
-			return "", fmt.Errorf("redislease: subscription: %w", err)
+			return lease.Announcement{}, fmt.Errorf("redislease: subscription: %w", err)
 		}
 		if m, ok := msg.(*redis.Message); ok {
-			return m.Payload, nil
+			key, next, _ := strings.Cut(m.Payload, "\x00")
+			return lease.Announcement{Key: key, Next: next}, nil
 		}
 		// Subscription confirmations (also after a reconnect) and our own
 		// wake-up pongs.
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return lease.Announcement{}, err
 		}
 	}
 }

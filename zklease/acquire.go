@@ -218,7 +218,11 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			if err != nil {
 				return lease.Grant{}, fmt.Errorf("watch %s: %w", redactPath(watched), err)
 			}
-			s.addWatch(ch, r.Key, watched)
+			next := "" // a plain try: wake every waiter of the key
+			if r.Queue {
+				next = r.Token // only this waiter may be first now
+			}
+			s.addWatch(ch, r.Key, watched, next)
 		}
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}
 		if !d.Waiting {

@@ -31,10 +31,13 @@ var (
 )
 
 type watchEntry struct {
-	ch   <-chan zk.Event
-	key  string
-	path string // the watched node (sequential: a path is never reused)
+	ch    <-chan zk.Event
+	key   string
+	path  string // the watched node (sequential: a path is never reused)
+	token string // the queued waiter that set the watch ("" for a plain try)
 }
+
+var _ lease.Announcer = (*subscription)(nil)
 
 type subscription struct {
 	s       *Store
@@ -71,23 +74,24 @@ func (s *Store) watching() bool {
 	return len(s.subs) > 0
 }
 
-// addWatch hands a watch on node path of key to every open subscription.
-func (s *Store) addWatch(ch <-chan zk.Event, key, path string) {
+// addWatch hands a watch on node path of key, set for the queued waiter
+// token ("" for a plain try), to every open subscription.
+func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		sub.add(watchEntry{ch, key, path})
+		sub.add(watchEntry{ch, key, path, token})
 	}
 }
 
-// add adds w unless the subscription already waits on the same node (a
-// waiter's every attempt sets a watch on its predecessor): the pending watch
-// fires on the same deletion, so the list stays as short as the set of
-// watched nodes.
+// add adds w unless the subscription already waits on the same node for the
+// same waiter (a waiter's every attempt sets a watch on its predecessor):
+// the pending watch fires on the same deletion, so the list stays as short
+// as the set of watched nodes.
 func (sub *subscription) add(w watchEntry) {
 	sub.mu.Lock()
 	for _, x := range sub.watches {
-		if x.path == w.path {
+		if x.path == w.path && x.token == w.token {
 			sub.mu.Unlock()
 			return
 		}
@@ -116,12 +120,21 @@ func (sub *subscription) sessionEnded() {
 // once that node is deleted. It returns an error when the session ended
 // (watches are lost with it: the Client then wakes all waiters).
 func (sub *subscription) Next(ctx context.Context) (string, error) {
+	a, err := sub.NextAnnouncement(ctx)
+	return a.Key, err
+}
+
+// NextAnnouncement is Next naming the queued waiter whose predecessor's node
+// was deleted (see [lease.Announcer]): it may be first now, and no other
+// waiter of the key has anything new to try. A deleted node watched by a
+// plain try names nobody.
+func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	for {
 		sub.mu.Lock()
 		if sub.ended {
 			sub.ended = false
 			sub.mu.Unlock()
-			return "", errSessionEnded
+			return lease.Announcement{}, errSessionEnded
 		}
 		watches := append([]watchEntry(nil), sub.watches...)
 		sub.mu.Unlock()
@@ -135,9 +148,9 @@ func (sub *subscription) Next(ctx context.Context) (string, error) {
 		i, v, ok := reflect.Select(cases)
 		switch i {
 		case 0:
-			return "", ctx.Err()
+			return lease.Announcement{}, ctx.Err()
 		case 1:
-			return "", errSubClosed
+			return lease.Announcement{}, errSubClosed
 		case 2:
 			continue
 		}
@@ -145,12 +158,12 @@ func (sub *subscription) Next(ctx context.Context) (string, error) {
 		sub.remove(w.ch)
 		if ok {
 			if ev := v.Interface().(zk.Event); ev.Type == zk.EventNotWatching {
-				return "", fmt.Errorf("zklease: watch on %q ended: %w", w.key, ev.Err)
+				return lease.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.key, ev.Err)
 			}
 		}
 		// A closed channel without a value: another subscription took the
 		// event; announce the key all the same.
-		return w.key, nil
+		return lease.Announcement{Key: w.key, Next: w.token}, nil
 	}
 }
 
