@@ -100,9 +100,17 @@ var model = porcupine.NondeterministicModel{
 	},
 }
 
-// history turns worker records into porcupine operations; an operation whose
-// outcome is unknown completes at end.
+// history turns worker records into porcupine operations. An operation whose
+// outcome is unknown may take effect at any time after its call: it
+// completes after end and after every recorded time. (Workers run on for a
+// moment after end, until their SIGTERM: an operation begun then and cut
+// short by it would otherwise complete before its call, which porcupine
+// cannot linearize.)
 func history(recs []record, end int64) []porcupine.Operation {
+	last := end
+	for _, r := range recs {
+		last = max(last, r.Call, r.Ret)
+	}
 	var ops []porcupine.Operation
 	for _, r := range recs {
 		var in opInput
@@ -119,7 +127,7 @@ func history(recs []record, end int64) []porcupine.Operation {
 		}
 		ret := r.Ret
 		if ret == 0 {
-			out.Unknown, ret = true, end
+			out.Unknown, ret = true, last+1
 		}
 		ops = append(ops, porcupine.Operation{ClientId: r.W, Input: in, Call: r.Call, Output: out, Return: ret})
 	}

@@ -11,112 +11,21 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/zktest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
 
-// zkServer is one server process of the ensemble.
-type zkServer struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
-// kill stops the server at once (SIGKILL) and waits for it to exit.
-func (s *zkServer) kill(t testing.TB) {
+// startEnsemble starts a private three-server ensemble (internal/zktest),
+// killed at cleanup, and returns its servers once it serves writes.
+func startEnsemble(t *testing.T) []*zktest.Server {
 	t.Helper()
-	_ = s.cmd.Process.Kill()
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("ZooKeeper server %s did not exit after SIGKILL", s.addr)
-	}
-}
-
-// freePorts returns n distinct free loopback ports.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
-}
-
-// startEnsemble starts three ZooKeeper servers (quorum peers) on loopback
-// ports, with data in t.TempDir(), killed at cleanup, and returns them once
-// the ensemble serves writes.
-func startEnsemble(t *testing.T) []*zkServer {
-	t.Helper()
-	java := leasetest.Env(t, "LEASE_TEST_JAVA")
-	cp := leasetest.Env(t, "LEASE_TEST_ZK_CLASSPATH")
-	ports := freePorts(t, 9) // client, peer, election port per server
-	var members strings.Builder
-	for i := range 3 {
-		fmt.Fprintf(&members, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3+i], ports[6+i])
-	}
-	dir := t.TempDir()
-	var srvs []*zkServer
-	for i := range 3 {
-		sdir := filepath.Join(dir, fmt.Sprintf("zk%d", i+1))
-		data := filepath.Join(sdir, "data")
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(data, "myid"), fmt.Appendf(nil, "%d\n", i+1), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := fmt.Sprintf(`tickTime=500
-initLimit=20
-syncLimit=10
-dataDir=%s
-clientPort=%d
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-minSessionTimeout=1000
-maxSessionTimeout=60000
-forceSync=no
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr
-%s`, data, ports[i], members.String())
-		cfgPath := filepath.Join(sdir, "zoo.cfg")
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logf, err := os.Create(filepath.Join(sdir, "server.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(java, "-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-			"-Djava.net.preferIPv4Stack=true", "-Dzookeeper.admin.enableServer=false",
-			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting ZooKeeper server %d: %v", i+1, err)
-		}
-		srv := &zkServer{addr: fmt.Sprintf("127.0.0.1:%d", ports[i]), cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); _ = logf.Close(); close(srv.done) }()
-		t.Cleanup(func() { srv.kill(t) })
-		srvs = append(srvs, srv)
-	}
+	srvs := zktest.Start(t).Servers
 	// Ready once a store can acquire and release a key (a quorum write).
 	ctx := testCtx(t, 90*time.Second)
 	for {
@@ -146,10 +55,10 @@ func probe(ctx context.Context, srvs []string) error {
 	return s.Release(dctx, r)
 }
 
-func addrs(srvs []*zkServer) []string {
+func addrs(srvs []*zktest.Server) []string {
 	var a []string
 	for _, s := range srvs {
-		a = append(a, s.addr)
+		a = append(a, s.Addr)
 	}
 	return a
 }
@@ -178,7 +87,7 @@ func TestEnsemble(t *testing.T) {
 // testKillServer: the server the holder's session is connected to is killed;
 // the client moves to another server within the session timeout and the
 // lease survives, renewed, with the same fence.
-func testKillServer(t *testing.T, srvs []*zkServer) {
+func testKillServer(t *testing.T, srvs []*zktest.Server) {
 	ctx := testCtx(t, 60*time.Second)
 	const ttl = 3 * time.Second
 	hs := dial(t, addrs(srvs), zklease.WithRoot(root("kill")))
@@ -192,9 +101,9 @@ func testKillServer(t *testing.T, srvs []*zkServer) {
 		t.Fatalf("TryAcquire: %v", err)
 	}
 	before := hs.Conn().Server()
-	var victim *zkServer
+	var victim *zktest.Server
 	for _, s := range srvs {
-		if s.addr == before {
+		if s.Addr == before {
 			victim = s
 		}
 	}
@@ -203,7 +112,9 @@ func testKillServer(t *testing.T, srvs []*zkServer) {
 	}
 	mark := rec.Len()
 	killed := time.Now()
-	victim.kill(t)
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("killed %s, the holder's server", before)
 
 	// Three TTLs later the lease is still held and was renewed meanwhile.
