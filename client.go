@@ -22,7 +22,8 @@ type Client struct {
 	batch  BatchRenewer // nil when the store cannot batch
 	fifo   bool         // Acquire queues waiters (a Queuer store, WithFIFO not false)
 	limits Limits
-	def    params // client-wide lease settings, before per-acquire options
+	def    params        // client-wide lease settings, before per-acquire options
+	idle   time.Duration // the longest the heartbeat sleeps: the default renew interval
 	obs    Observer
 	log    *slog.Logger
 	clock  Clock
@@ -78,9 +79,11 @@ func New(store Store, opts ...Option) (*Client, error) {
 	if q, ok := store.(Queuer); ok && cfg.fifo {
 		c.fifo = q.QueuesWaiters()
 	}
-	if _, err := c.def.resolve(c.limits); err != nil {
+	rp, err := c.def.resolve(c.limits)
+	if err != nil {
 		return nil, err
 	}
+	c.idle = rp.renew
 	c.hub = newHub(c)
 	c.wg.Add(1)
 	go c.heartbeat()
@@ -187,8 +190,17 @@ func (c *Client) leaveQueue(req Request) {
 // race (each attempt then has a new token).
 func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, w *waiter, queued Request) (*Lease, error) {
 	var transient int
-	for {
-		gen := c.hub.ensure(ctx)
+	for first := true; ; first = false {
+		// The subscription is made before an attempt, so that a release
+		// after the attempt reaches the waiter; but not before the first
+		// attempt of a Client that has none yet: a free key needs no
+		// subscription (uncontended acquisitions stay one round trip and
+		// no announcement is sent to this Client). A refused first attempt
+		// subscribes and looks again at once.
+		var gen uint64
+		if !first || c.hub.active() {
+			gen = c.hub.ensure(ctx)
+		}
 		var l *Lease
 		var err error
 		if queued.Token != "" {
@@ -221,6 +233,9 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 			// Refresh the place in the queue well before it expires (a TTL
 			// after the last attempt).
 			sleep = min(sleep, p.renew)
+		}
+		if first && gen == 0 && c.hub.notifier != nil {
+			continue // subscribe, then look again at once
 		}
 		if c.hub.changed(gen) {
 			continue // the subscription was (re)established: look again at once

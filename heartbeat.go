@@ -62,7 +62,11 @@ func (c *Client) kick() {
 // tick does one round of the heartbeat and returns when to wake next.
 func (c *Client) tick() time.Time {
 	now := c.clock.Now()
-	next := now.Add(time.Hour)
+	// Even without leases, wake once per default renew interval: a lease
+	// acquired meanwhile (with the default settings) is then due no earlier
+	// than the planned wake, and its acquisition need not wake the
+	// heartbeat (a goroutine switch and a new timer per acquisition).
+	next := now.Add(c.idle)
 	var due []*Lease
 	var lost []*Lease
 	var evs []Event

@@ -149,6 +149,16 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 	}
 }
 
+// active reports whether a subscription is active.
+func (h *hub) active() bool {
+	if h.notifier == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sub != nil
+}
+
 // changed reports whether the subscription is not the one of generation gen.
 func (h *hub) changed(gen uint64) bool {
 	if h.notifier == nil {

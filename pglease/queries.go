@@ -82,7 +82,7 @@ const (
 )
 
 // head is the token of the first live waiter of the key other than $TOK
-// ('' if none): a release names it in its announcement (see notify.go).
+// (empty if none): a release names it in its announcement (see notify.go).
 const head = `hd AS (
 	SELECT COALESCE((SELECT token FROM Q WHERE ns = $NS AND key = $KEY AND token <> $TOK
 		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') AS token

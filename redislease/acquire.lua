@@ -25,8 +25,38 @@ if redis.replicate_commands then
 end
 
 local token, ttl = ARGV[1], tonumber(ARGV[3])
-local t = redis.call('TIME')
-local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- grant takes the free key: the new fence is larger than the last one
+-- granted for this key and at least the server's clock in microseconds, so
+-- it keeps growing even when the counter was lost (a restart without
+-- persistence, a failover).
+local function grant(nowus)
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  local fence = last + 1
+  if nowus > fence then
+    fence = nowus
+  end
+  fence = string.format('%.0f', fence)
+  redis.call('SET', KEYS[2], fence)
+  redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, fence}
+end
+
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
+
+-- The common case, kept to the fewest server calls (each costs about as
+-- much as a small command): the key is free and nobody is queued.
+if not cur[1] and redis.call('EXISTS', KEYS[3]) == 0 then
+  return grant(clock())
+end
+
+local nowus = clock()
 local nowms = math.floor(nowus / 1000)
 
 -- Drop the waiters whose entry expired (not refreshed for their TTL).
@@ -64,7 +94,6 @@ local function enqueue()
   redis.call('PEXPIRE', KEYS[4], keep)
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
 if cur[1] then
   if cur[1] == token then
     redis.call('PEXPIRE', KEYS[1], ttl)
@@ -91,17 +120,4 @@ if rank then
   redis.call('ZREM', KEYS[4], token)
 end
 
--- The new fence is larger than the last one granted for this key and at
--- least the server's clock in microseconds, so it keeps growing even when the
--- counter was lost (a restart without persistence, a failover).
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local fence = last + 1
-if nowus > fence then
-  fence = nowus
-end
-fence = string.format('%.0f', fence)
-
-redis.call('SET', KEYS[2], fence)
-redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
-redis.call('PEXPIRE', KEYS[1], ttl)
-return {1, fence}
+return grant(nowus)

@@ -41,14 +41,22 @@ local function announce()
   redis.call('PUBLISH', ARGV[2], msg)
 end
 
-local dequeued = redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
 local cur = redis.call('HGET', KEYS[1], 'token')
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  -- The common case, kept to the fewest server calls: nobody is queued
+  -- (a granted token has left the queue), so the key alone is announced.
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('PUBLISH', ARGV[2], ARGV[3])
+    return 1
+  end
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
   announce()
   return 1
 end
+local dequeued = redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 if dequeued == 1 and not cur then
   announce()
 end
