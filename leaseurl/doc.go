@@ -12,12 +12,20 @@
 //	mem://name                   memlease, shared by the Opens of one process with the same name
 //	redis://[user:pass@]host:port[/db][?prefix=myapp:]
 //	rediss://...                 Redis over TLS
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=myapp:]   Redis Cluster (rediss+cluster:// for TLS)
+//	redis+sentinel://[user:pass@]host:port,host:port/mastername[/db][?prefix=..&sentinel_password=..]
+//	                             Redis behind Sentinel (rediss+sentinel:// for TLS); the userinfo is the
+//	                             Redis servers' credentials, sentinel_username/sentinel_password the sentinels'
 //	postgres://user:pass@host/db[?mode=advisory&table=t&namespace=ns&migrate=false]
 //	etcd://[user:pass@]host:port,host:port[/prefix/]   (etcds:// for TLS)
 //	zk://host:port,host:port[/chroot]
 //
+// Every Redis scheme also takes replica_ack=N and replica_ack_timeout=D
+// (default [DefaultReplicaAckTimeout]): redislease.WithReplicaAck, a WAIT for
+// N replicas after every write.
+//
 // The options after '?' that belong to leasekit (prefix, mode, table,
-// namespace, migrate) are removed before the rest of the URL is handed to the
+// namespace, migrate, session_timeout, replica_ack, replica_ack_timeout) are removed before the rest of the URL is handed to the
 // backend's own parser, so backend options (redis dial_timeout, postgres
 // sslmode, ...) keep working.
 //

@@ -16,7 +16,8 @@ import (
 // without touching the file system (file:// would create directories) and
 // without waiting: etcd:// is left out because its Open blocks for the 5 s
 // dial timeout on an unreachable endpoint, even with a cancelled ctx.
-var fuzzSchemes = []string{"redis", "rediss", "postgres", "postgresql", "zk", "mem", "REDIS", "nope", ""}
+var fuzzSchemes = []string{"redis", "rediss", "postgres", "postgresql", "zk", "mem", "REDIS", "nope", "",
+	"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
 
 // leaks reports whether out shows password pw (raw or escaped) more often
 // than the URL with the password left out does: a password that is also the
@@ -58,6 +59,9 @@ func addSeeds(f *testing.F) {
 	f.Add("postgres", "u", "pa ss'word", "127.0.0.1", "/db", "sslpassword='pa ss'word'", false)
 	f.Add("redis", "u", "%zz%", "[::1", "", "", false)
 	f.Add("mem", "", "s3cr3t-PW", "name", "", "prefix=x&migrate=maybe", true)
+	f.Add("redis+cluster", "", "s3cr3t-PW", "127.0.0.1:7000,127.0.0.1:7001", "", "prefix=a:&replica_ack=1", true)
+	f.Add("rediss+sentinel", "u", "p@ss:w/rd#?", "127.0.0.1:26379,127.0.0.1:26380", "/mymaster/2", "sentinel_password=s3cr3t-PW", false)
+	f.Add("redis+sentinel", "", "s3cr3t-PW", "127.0.0.1:26379", "/m", "sentinel_username=s&sentinel_password=s3cr3t-PW&replica_ack_timeout=1s", true)
 }
 
 func FuzzRedact(f *testing.F) {
@@ -68,7 +72,7 @@ func FuzzRedact(f *testing.F) {
 		if leaks(out, pw, withoutPW) {
 			t.Fatalf("Redact(%q) = %q shows the password %q", withPW, out, pw)
 		}
-		for _, p := range []string{"password", "sslpassword"} {
+		for _, p := range []string{"password", "sslpassword", "sentinel_password"} {
 			if v := "leak-" + pw; len(pw) >= 4 && !strings.Contains(withoutPW, v) {
 				in := "postgres://h/db?" + p + "=" + url.QueryEscape(v)
 				if got := leaseurl.Redact(in); strings.Contains(got, v) || strings.Contains(got, url.QueryEscape(v)) {

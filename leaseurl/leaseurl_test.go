@@ -19,15 +19,17 @@ const secret = "s3cr3t-PW"
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://:" + secret + "@127.0.0.1:6379/0":             "redis://:xxxxx@127.0.0.1:6379/0",
-		"rediss://user:" + secret + "@h:6380?prefix=a:":        "rediss://user:xxxxx@h:6380?prefix=a:",
-		"postgres://u@h/db?sslmode=disable&password=" + secret: "postgres://u@h/db?password=xxxxx&sslmode=disable",
-		"etcd://root:" + secret + "@h1:2379,h2:2379/app/":      "etcd://root:xxxxx@h1:2379,h2:2379/app/",
-		"file:///var/lib/leases":                               "file:///var/lib/leases",
-		"redis://u:" + secret + "@[::1:bad":                    "redis://u:xxxxx@[::1:bad",
-		"host=db user=u password=" + secret + " dbname=x":      "host=db user=u password=xxxxx dbname=x",
-		"redis://u:p%40" + secret + "@h:1":                     "redis://u:xxxxx@h:1",
-		"zk://h:2181/chroot":                                   "zk://h:2181/chroot",
+		"redis://:" + secret + "@127.0.0.1:6379/0":                                            "redis://:xxxxx@127.0.0.1:6379/0",
+		"rediss://user:" + secret + "@h:6380?prefix=a:":                                       "rediss://user:xxxxx@h:6380?prefix=a:",
+		"postgres://u@h/db?sslmode=disable&password=" + secret:                                "postgres://u@h/db?password=xxxxx&sslmode=disable",
+		"etcd://root:" + secret + "@h1:2379,h2:2379/app/":                                     "etcd://root:xxxxx@h1:2379,h2:2379/app/",
+		"file:///var/lib/leases":                                                              "file:///var/lib/leases",
+		"redis://u:" + secret + "@[::1:bad":                                                   "redis://u:xxxxx@[::1:bad",
+		"host=db user=u password=" + secret + " dbname=x":                                     "host=db user=u password=xxxxx dbname=x",
+		"redis://u:p%40" + secret + "@h:1":                                                    "redis://u:xxxxx@h:1",
+		"zk://h:2181/chroot":                                                                  "zk://h:2181/chroot",
+		"rediss+cluster://:" + secret + "@h1:1,h2:2?prefix=a:":                                "rediss+cluster://:xxxxx@h1:1,h2:2?prefix=a:",
+		"redis+sentinel://u:" + secret + "@h1:26379,h2:26379/m/1?sentinel_password=" + secret: "redis+sentinel://u:xxxxx@h1:26379,h2:26379/m/1?sentinel_password=xxxxx",
 	} {
 		got := leaseurl.Redact(in)
 		if got != want {
@@ -75,7 +77,8 @@ func TestOpenErrorsAreClearAndRedacted(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(leaseurl.Schemes(), " ")
-	for _, s := range []string{"etcd", "etcds", "file", "mem", "postgres", "postgresql", "redis", "rediss", "zk"} {
+	for _, s := range []string{"etcd", "etcds", "file", "mem", "postgres", "postgresql", "redis", "rediss", "zk",
+		"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"} {
 		if !strings.Contains(" "+got+" ", " "+s+" ") {
 			t.Errorf("scheme %s not registered (have %s)", s, got)
 		}

@@ -165,7 +165,7 @@ func open(ctx context.Context, rawURL string, cfg openConfig) (lease.Store, erro
 
 // leasekitParams are the query parameters that belong to leasekit, not to
 // the backend's URL parser.
-var leasekitParams = []string{"prefix", "mode", "table", "namespace", "migrate", "session_timeout"}
+var leasekitParams = []string{"prefix", "mode", "table", "namespace", "migrate", "session_timeout", "replica_ack", "replica_ack_timeout"}
 
 func unwrapURLError(err error) error {
 	var ue *url.Error

@@ -13,7 +13,7 @@ import (
 const Redacted = "xxxxx"
 
 // secretParams are query parameters whose values are secrets.
-var secretParams = []string{"password", "sslpassword", "pass", "passwd", "secret", "token"}
+var secretParams = []string{"password", "sslpassword", "sentinel_password", "pass", "passwd", "secret", "token"}
 
 var (
 	// userinfo with a password, for text url.Parse cannot handle.

@@ -19,11 +19,12 @@ func init() {
 }
 
 // openRedis parses the URL with go-redis's ParseURL (so every go-redis URL
-// option works) after taking leasekit's "prefix" option out of it.
+// option works) after taking leasekit's options (prefix, replica_ack,
+// replica_ack_timeout) out of it.
 func openRedis(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
-	var opts []redislease.Option
-	if p, ok := o.Take("prefix"); ok {
-		opts = append(opts, redislease.WithPrefix(p))
+	opts, err := redisStoreOptions(o)
+	if err != nil {
+		return nil, nil, err
 	}
 	u2 := *u
 	u2.Scheme = lowerScheme(u)

@@ -16,6 +16,9 @@ import (
 // would. If the server lacks the cached script, the script is loaded and the
 // affected renewals are sent once more.
 func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
+	if s.ack.n > 0 {
+		return s.renewManyAcked(ctx, rs) // replicaack.go
+	}
 	errs := make([]error, len(rs))
 	idx := make([]int, 0, len(rs)) // requests to send
 	for i, r := range rs {

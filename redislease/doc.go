@@ -114,5 +114,7 @@
 // Redis replication is asynchronous: after a failover the new primary may
 // not know a lease the old one granted, and grant it again. Leases are
 // therefore advisory across failovers; fences (checked by the protected
-// resource) are what keeps two holders from both writing.
+// resource) are what keeps two holders from both writing. [WithReplicaAck]
+// sends WAIT after every write, which narrows that window but does not close
+// it.
 package redislease

@@ -9,6 +9,7 @@ const DefaultPrefix = "lease:"
 
 type config struct {
 	prefix string
+	ack    replicaAck // WithReplicaAck (replicaack.go)
 }
 
 // Option configures a Store.

@@ -27,7 +27,7 @@ import (
 // then $PATH. Private-server tests run with the other Redis tests (when
 // LEASE_TEST_REDIS_ADDR is set) and skip, or fail under
 // LEASE_TEST_REQUIRE_ALL=1, when there is no binary.
-func redisServerBin(t *testing.T) string {
+func redisServerBin(t testing.TB) string {
 	t.Helper()
 	leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
 	if p := os.Getenv("LEASE_TEST_REDIS_SERVER"); p != "" {
@@ -44,7 +44,7 @@ func redisServerBin(t *testing.T) string {
 }
 
 // freePorts returns n distinct loopback TCP ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -77,7 +77,7 @@ func (b *syncBuffer) String() string {
 
 // redisServer is one private redis-server process (restartable).
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -90,12 +90,12 @@ type redisServer struct {
 
 // startRedis starts a redis-server on a free loopback port with extra
 // configuration args and returns once it answers PING.
-func startRedis(t *testing.T, args ...string) *redisServer {
+func startRedis(t testing.TB, args ...string) *redisServer {
 	t.Helper()
 	return startRedisOn(t, freePorts(t, 1)[0], args...)
 }
 
-func startRedisOn(t *testing.T, port int, args ...string) *redisServer {
+func startRedisOn(t testing.TB, port int, args ...string) *redisServer {
 	t.Helper()
 	s := &redisServer{t: t, bin: redisServerBin(t), dir: t.TempDir(), port: port, args: args}
 	t.Cleanup(s.kill)

@@ -32,6 +32,7 @@ type Store struct {
 	client  redis.UniversalClient
 	prefix  string
 	channel string
+	ack     replicaAck // WithReplicaAck: WAIT after each write
 }
 
 // New returns a Store that keeps leases in Redis through client. The store
@@ -50,11 +51,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if !validPrefix(c.prefix) {
 		return nil, fmt.Errorf("redislease: %w", lease.Invalid("prefix", "%q contains '{' or '}'", c.prefix))
 	}
-	return &Store{client: client, prefix: c.prefix, channel: c.prefix + "released"}, nil
+	if err := c.ack.check(client); err != nil {
+		return nil, fmt.Errorf("redislease: %w", err)
+	}
+	return &Store{client: client, prefix: c.prefix, channel: c.prefix + "released", ack: c.ack}, nil
 }
 
 // Prefix returns the namespace prefix of the store's keys.
 func (s *Store) Prefix() string { return s.prefix }
+
+// Client returns the Redis client the store was given (its caller owns it).
+func (s *Store) Client() redis.UniversalClient { return s.client }
 
 // Channel returns the Pub/Sub channel on which releases are published.
 func (s *Store) Channel() string { return s.channel }
@@ -86,9 +93,10 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if r.Queue {
 		queue = "1"
 	}
-	res, err := acquireScript.Run(ctx, s.client,
+	cmd, ack := s.run(ctx, acquireScript,
 		[]string{s.leaseKey(r.Key), s.fenceKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
-		r.Token, r.Holder, ttlMillis(r.TTL), queue).Slice()
+		r.Token, r.Holder, ttlMillis(r.TTL), queue)
+	res, err := cmd.Slice()
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
@@ -98,6 +106,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	}
 	if ok == 1 {
 		fence, err := replyUint(res, 1)
+		if err == nil {
+			err = ack // granted on the primary, but not on enough replicas
+		}
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 		}
@@ -119,7 +130,11 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 	if err := validate(r, true); err != nil {
 		return fmt.Errorf("redislease: renew %q: %w", r.Key, err)
 	}
-	n, err := renewScript.Run(ctx, s.client, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL)).Int64()
+	cmd, ack := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+	n, err := cmd.Int64()
+	if err == nil && n == 1 && ack != nil {
+		return fmt.Errorf("redislease: renew %q: %w", r.Key, ack)
+	}
 	return renewResult(r.Key, n, err)
 }
 
@@ -142,8 +157,12 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}
-	n, err := releaseScript.Run(ctx, s.client, []string{s.leaseKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
-		r.Token, s.channel, r.Key).Int64()
+	cmd, ack := s.run(ctx, releaseScript, []string{s.leaseKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
+		r.Token, s.channel, r.Key)
+	n, err := cmd.Int64()
+	if err == nil && n == 1 {
+		err = ack // released on the primary, but not on enough replicas
+	}
 	if err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}

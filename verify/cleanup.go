@@ -49,16 +49,16 @@ func cleanup(ctx context.Context, storeURL, prefix, key string) error {
 			return err
 		}
 	case *redislease.Store:
-		raw, err := withoutLeasekitParams(storeURL)
-		if err != nil {
-			return err
+		// The store's own client: a single node, a Sentinel failover client
+		// (the current primary) or, on a Cluster, the master of the key's slot.
+		var c redis.Cmdable = b.Client()
+		if cc, ok := b.Client().(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, b.Prefix()+"{"+key+"}")
+			if err != nil {
+				return err
+			}
+			c = node
 		}
-		opt, err := redis.ParseURL(raw)
-		if err != nil {
-			return err
-		}
-		c := redis.NewClient(opt)
-		defer c.Close()
 		// The key is [a-z0-9-] only: no escaping inside the hash tag.
 		pattern := globEscape(b.Prefix()) + "{" + key + "}*"
 		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
