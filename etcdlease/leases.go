@@ -35,7 +35,7 @@ func (s *Store) current(ttl int64) *etcdLease {
 }
 
 // drop forgets l and closes its Lost channel: every key on it is gone,
-// including the orphans recorded on it.
+// including the orphans and the keys recorded on it.
 func (s *Store) drop(l *etcdLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -48,6 +48,7 @@ func (s *Store) drop(l *etcdLease) {
 		delete(s.leases, l.ttl)
 	}
 	s.dropOrphansLocked(l)
+	s.dropHeldLocked(l.id)
 }
 
 // markRefreshed records a successful keep-alive of l sent at sent.
@@ -59,20 +60,25 @@ func (s *Store) markRefreshed(l *etcdLease, sent time.Time) {
 	}
 }
 
-// keepAlive refreshes l once. It returns an error matching
-// lease.ErrNotHeld, after dropping l, when etcd no longer has it.
-func (s *Store) keepAlive(ctx context.Context, l *etcdLease) error {
+// keepAlive refreshes l once, and returns the revision of the member that
+// answered. It returns an error matching lease.ErrNotHeld, after dropping l,
+// when etcd no longer has it.
+func (s *Store) keepAlive(ctx context.Context, l *etcdLease) (int64, error) {
 	sent := time.Now()
-	_, err := s.cli.KeepAliveOnce(ctx, l.id)
+	resp, err := s.cli.KeepAliveOnce(ctx, l.id)
 	switch {
 	case err == nil:
 		s.markRefreshed(l, sent)
-		return nil
+		var rev int64
+		if resp.ResponseHeader != nil {
+			rev = resp.ResponseHeader.Revision
+		}
+		return rev, nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		s.drop(l)
-		return fmt.Errorf("etcd lease %x expired or was revoked: %w", int64(l.id), lease.ErrNotHeld)
+		return 0, fmt.Errorf("etcd lease %x expired or was revoked: %w", int64(l.id), lease.ErrNotHeld)
 	default:
-		return fmt.Errorf("keep-alive of etcd lease %x: %w", int64(l.id), err)
+		return 0, fmt.Errorf("keep-alive of etcd lease %x: %w", int64(l.id), err)
 	}
 }
 
@@ -121,7 +127,7 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time
 // is nil or gone.
 func (s *Store) refreshOrGrant(ctx context.Context, l *etcdLease, secs int64) (*etcdLease, error) {
 	if l != nil {
-		err := s.keepAlive(ctx, l)
+		_, err := s.keepAlive(ctx, l)
 		if err == nil {
 			return l, nil
 		}

@@ -1,6 +1,7 @@
 // Renewal: Renew and RenewMany refresh the etcd leases involved (one
-// keep-alive each) and check, in one read-only transaction, that every key
-// still carries its token on that etcd lease.
+// keep-alive each) and check, in read-only transactions, that every key the
+// store cannot vouch for (vouch.go) still carries its token on that etcd
+// lease.
 
 package etcdlease
 
@@ -27,13 +28,16 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 }
 
 // RenewMany renews every lease of rs: one keep-alive per distinct etcd lease
-// (one per TTL) and one read-only transaction per 64 keys. A key that no
-// longer carries its token, or whose etcd lease etcd no longer has, gets an
-// error matching lease.ErrNotHeld (and the Grant.Lost channel of that etcd
-// lease is closed). A key still carrying its token but attached to another
-// etcd lease is re-attached to the store's lease for its TTL (one more
-// transaction). Orphans (keys whose Release failed) are deleted first, before
-// the keep-alive that would extend them; see purge.
+// (one per TTL). A key is read (a full check: one read-only transaction per
+// 64 keys) only when the store cannot vouch for it: the first time it renews
+// a key it did not grant, after the renewal watch reported a change of the
+// key, or when the watch is not running or not current (see vouch.go). A key
+// that no longer carries its token, or whose etcd lease etcd no longer has,
+// gets an error matching lease.ErrNotHeld (and the Grant.Lost channel of
+// that etcd lease is closed). A key still carrying its token but attached
+// to another etcd lease is re-attached to the store's lease for its TTL (one
+// more transaction). Orphans (keys whose Release failed) are deleted first,
+// before the keep-alive that would extend them; see purge.
 func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	errs := make([]error, len(rs))
 	if err := s.open(); err != nil {
@@ -44,6 +48,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	}
 	s.purge(ctx)
 	start := time.Now()
+	current := s.drain()
 
 	// One keep-alive per distinct etcd lease.
 	type group struct {
@@ -52,6 +57,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	}
 	groups := make(map[int64]*group)
 	dead := make(map[clientv3.LeaseID]bool)
+	var rev int64 // the highest revision a keep-alive saw
 	var pending []int
 	for i, r := range rs {
 		if err := check(r, true); err != nil {
@@ -63,7 +69,9 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		if g == nil {
 			g = &group{l: s.current(secs)}
 			if g.l != nil {
-				g.err = s.keepAlive(ctx, g.l)
+				var kr int64
+				kr, g.err = s.keepAlive(ctx, g.l)
+				rev = max(rev, kr)
 				if g.err != nil && isNotHeld(g.err) {
 					dead[g.l.id] = true
 				}
@@ -77,7 +85,27 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		pending = append(pending, i)
 	}
 
-	// Check the keys, readBatch per transaction.
+	// Keys the watch vouches for need no read.
+	if current {
+		s.mu.Lock()
+		n := 0
+		for _, i := range pending {
+			r := rs[i]
+			if l := groups[ttlSeconds(r.TTL)].l; l != nil && !dead[l.id] && s.vouchedLocked(r.Key, r.Token, l.id) {
+				continue // errs[i] stays nil
+			}
+			pending[n] = i
+			n++
+		}
+		pending = pending[:n]
+		s.mu.Unlock()
+	}
+
+	// Check the others, readBatch per transaction. The watch starts first,
+	// so that it covers the keys from the revision they are read at.
+	if len(pending) > 0 {
+		_ = s.ensureWatch(ctx) // without it, the next round reads the keys again
+	}
 	for len(pending) > 0 {
 		n := min(len(pending), readBatch)
 		batch := pending[:n]
@@ -98,16 +126,19 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 			if len(kvs) > 0 {
 				kv = kvs[0]
 			}
-			errs[i] = s.judge(ctx, r, kv, groups[ttlSeconds(r.TTL)].l, dead, start)
+			errs[i] = s.judge(ctx, r, kv, groups[ttlSeconds(r.TTL)].l, dead, start, resp.Header.Revision)
 		}
 	}
+	s.askProgress(ctx, rev)
 	return errs
 }
 
-// judge decides the renewal of r from its key's current kv (nil: missing),
-// after the keep-alive of l (nil: the store had no lease for r's TTL) and
-// with dead the etcd leases found gone.
-func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, l *etcdLease, dead map[clientv3.LeaseID]bool, start time.Time) error {
+// judge decides the renewal of r from its key's kv read at revision at
+// (nil: missing), after the keep-alive of l (nil: the store had no lease for
+// r's TTL) and with dead the etcd leases found gone. A key found ours on l is
+// recorded, for the watch to vouch for it from then on.
+func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, l *etcdLease, dead map[clientv3.LeaseID]bool, start time.Time, at int64) error {
+	s.unrecord(r.Key)
 	if kv == nil {
 		return fmt.Errorf("etcdlease: renew %q: the key is gone: %w", r.Key, lease.ErrNotHeld)
 	}
@@ -119,8 +150,10 @@ func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue,
 	case dead[id]:
 		return fmt.Errorf("etcdlease: renew %q: its etcd lease %x is gone: %w", r.Key, kv.Lease, lease.ErrNotHeld)
 	case l != nil && !dead[l.id] && id == l.id:
+		s.record(r.Key, r.Token, kv.CreateRevision, l.id, at)
 		return nil
 	}
+	// Re-attached keys are read again by the next round, which records them.
 	if err := s.reattach(ctx, r, kv, start); err != nil {
 		return fmt.Errorf("etcdlease: renew %q: %w", r.Key, err)
 	}

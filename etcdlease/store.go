@@ -42,6 +42,8 @@ type Store struct {
 	subs    map[*subscription]bool  // open subscriptions, closed by Close
 	queued  map[string]queued       // queue entries this store wrote, by etcd key (queue.go)
 	orphans map[orphanID]*etcdLease // keys whose Release failed, and their etcd lease (orphans.go)
+	held    map[string]held         // keys granted or checked, by lease key (vouch.go)
+	watch   *renewWatch             // the renewal watch, nil if none (vouch.go)
 	closed  bool
 }
 
@@ -76,6 +78,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		subs:    make(map[*subscription]bool),
 		queued:  make(map[string]queued),
 		orphans: make(map[orphanID]*etcdLease),
+		held:    make(map[string]held),
 	}, nil
 }
 
@@ -180,6 +183,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		}
 		if resp.Succeeded {
 			s.forget(ek)
+			s.record(r.Key, r.Token, resp.Header.Revision, l.id, resp.Header.Revision)
 			return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost}, nil
 		}
 		inner := resp.Responses[0].GetResponseTxn()
@@ -192,6 +196,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 				// Impossible within one transaction: the key existed.
 				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
 			}
+			s.record(r.Key, r.Token, kvs[0].CreateRevision, l.id, resp.Header.Revision)
 			return lease.Grant{Fence: uint64(kvs[0].CreateRevision), Lost: l.lost}, nil
 		}
 		kvs := inner.Responses[0].GetResponseRange().GetKvs()
@@ -239,6 +244,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		return err
 	}
 	s.adopt(r) // this call deletes it
+	s.unrecord(r.Key)
 	s.purge(ctx)
 	k := s.prefix + r.Key
 	ek := s.entryKey(r.Key, r.Token)
@@ -285,10 +291,10 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 // revokeTimeout bounds how long Close spends revoking the store's etcd leases.
 const revokeTimeout = 2 * time.Second
 
-// Close closes the store's subscriptions and revokes its etcd leases (which
-// deletes any key still on them) and those of the queue entries it wrote (its
-// waiters leave their queues), waiting at most 2s for etcd; the Grant.Lost
-// channels of those leases are closed. Later operations return ErrClosed.
+// Close closes the store's subscriptions and its renewal watch, and revokes
+// its etcd leases (which deletes any key still on them) and those of the
+// queue entries it wrote (its waiters leave their queues), waiting at most
+// 2s for etcd; the Grant.Lost channels of those leases are closed. Later operations return ErrClosed.
 // Close does not close the etcd client. It is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -312,6 +318,7 @@ func (s *Store) Close() error {
 	for _, sub := range subs {
 		errs = append(errs, sub.Close())
 	}
+	s.closeWatch()
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
 	s.revokeQueued(ctx)

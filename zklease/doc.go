@@ -67,8 +67,21 @@
 // queued token's later Acquire: 2 when granted (a listing, the write that
 // makes the entry the holder), 4 while it waits (a listing, the refresh, a
 // read of the lowest node, plus the watch).
-// Renew: 1 (a version-checked write). RenewMany: 1 multi per 1000 leases (ZooKeeper
-// refuses requests over jute.maxbuffer, 1 MiB by default).
+// Renew: 1 (a version-checked write). RenewMany: as few multis of
+// version-checked writes as ZooKeeper's packet limit allows. A renewal must
+// write each holder node (its mtime is the TTL's origin, see above; the
+// session's own heartbeat cannot renew one lease and not another), and
+// ZooKeeper refuses a packet over jute.maxbuffer (0xfffff bytes, 1 MiB, by
+// default) by closing the connection. A renewal costs 21 + len(path) +
+// len(data) request bytes (its jute encoding in a multi) and 77 response
+// bytes (a Stat); a multi is filled up to 1 MiB − 64 KiB (the margin covers
+// the request's wrapping when a follower forwards it to the leader). The
+// floor is therefore ⌈leases × bytes per renewal / 1 MiB⌉ multis per renewal
+// interval: with the benchmark's keys (paths of about 96 bytes, data of 77:
+// about 194 bytes per renewal), 10,000 leases are 1.94 MB, i.e. 2 multis
+// (measured: 2 multis plus the library's session ping, 3 writes per 2 s
+// interval, down from 10.9 with multis capped at 1000 operations). Long keys
+// or holder names raise it proportionally.
 // Release: 1 (a delete). Inspect: 3 (one a write to learn the server's time).
 // Renew and Release of a lease (or queue entry) this Store did not make
 // first find the node by its token and read it (+2).

@@ -120,8 +120,8 @@ func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
 }
 
 // RenewMany implements lease.BatchRenewer: version-checked writes for every
-// lease this Store granted, in multis of at most 1000 operations or 512 KiB
-// (one round trip each). A multi is
+// lease this Store granted, in as few multis as ZooKeeper's packet limit
+// allows (one round trip each; see multiBudget). A multi is
 // all-or-nothing: when one write fails (a lease is gone), that lease is
 // renewed alone (to learn its error) and the multi is sent again without it.
 // Leases this Store did not grant are renewed one by one.
@@ -134,36 +134,66 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 			continue
 		}
 		if g, ok := s.remembered(r); ok && !g.waiting {
-			batch = append(batch, renewItem{i, g})
+			batch = append(batch, renewItem{i, g, encodeData(r, false)})
 			continue
 		}
 		errs[i] = s.Renew(ctx, r)
 	}
-	// ZooKeeper refuses a request larger than jute.maxbuffer (1 MiB by
-	// default) and drops the connection: renew in multis of bounded size,
-	// one round trip each.
+	// ZooKeeper refuses a packet larger than jute.maxbuffer (1 MiB by
+	// default) and drops the connection: renew in multis as large as that
+	// allows, one round trip each.
 	for len(batch) > 0 {
-		n, size := 0, 0
-		for n < len(batch) && n < maxMultiOps {
-			size += len(batch[n].g.path) + len(encodeData(rs[batch[n].i], false)) + multiOpOverhead
-			if n > 0 && size > maxMultiBytes {
-				break
-			}
-			n++
-		}
+		n := multiFits(len(batch), func(k int) (path, data int) {
+			return len(batch[k].g.path), len(batch[k].data)
+		})
 		s.renewMulti(ctx, rs, batch[:n:n], errs)
 		batch = batch[n:]
 	}
 	return errs
 }
 
-// Bounds of one renewal multi, well under ZooKeeper's default 1 MiB request
-// limit (jute.maxbuffer).
+// The size of a renewal multi. ZooKeeper reads a packet (a request on the
+// server, a response on the client; its 4-byte length prefix excluded) only
+// if it is at most jute.maxbuffer bytes, 0xfffff by default; a larger one
+// closes the connection. Both sides of a multi of SetData are counted
+// exactly from its jute encoding:
+//
+//	request:  length 4 + header (xid, type) 8 + per op [MultiHeader (type,
+//	          done, err) 9 + path (4 + len) + data (4 + len) + version 4]
+//	          + the closing MultiHeader 9
+//	response: length 4 + header (xid, zxid, err) 16 + per op [MultiHeader 9
+//	          + Stat 68] + the closing MultiHeader 9
+//
+// so a renewal costs 21 + len(path) + len(data) request bytes and 77
+// response bytes. multiBudget keeps both under the limit with a margin of
+// 64 KiB for what wraps the request on its way through the ensemble (a
+// follower forwards it to the leader in a quorum packet with the session's
+// auth data; the leader logs and proposes the transaction).
 const (
-	maxMultiOps     = 1000
-	maxMultiBytes   = 512 << 10
-	multiOpOverhead = 32 // op header, version, lengths
+	juteMaxBuffer   = 0xfffff
+	multiBudget     = juteMaxBuffer - 64<<10
+	multiReqFixed   = 4 + 8 + 9
+	multiReqPerOp   = 9 + 4 + 4 + 4 // plus the path and the data
+	multiRespFixed  = 4 + 16 + 9
+	multiRespPerOp  = 9 + 68
+	maxMultiOpCount = (multiBudget - multiRespFixed) / multiRespPerOp // the response's bound
 )
+
+// multiFits returns how many of n renewals, the k-th with a path and data
+// of the given lengths, the next multi carries: as many as keep its request
+// and its response within multiBudget, and always at least one.
+func multiFits(n int, size func(k int) (path, data int)) int {
+	req := multiReqFixed
+	k := 0
+	for ; k < n && k < maxMultiOpCount; k++ {
+		p, d := size(k)
+		req += multiReqPerOp + p + d
+		if k > 0 && req > multiBudget {
+			break
+		}
+	}
+	return k
+}
 
 // renewMulti renews batch in one multi; a lease that fails there (gone, or
 // renewed elsewhere) is renewed alone and the multi re-sent without it.
@@ -177,7 +207,7 @@ func (s *Store) renewMulti(ctx context.Context, rs []lease.Request, batch []rene
 		}
 		ops := make([]any, len(batch))
 		for k, it := range batch {
-			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: encodeData(rs[it.i], false), Version: it.g.version}
+			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: it.data, Version: it.g.version}
 		}
 		res, err := s.conn.Multi(ops...)
 		if err == nil && len(res) == len(batch) {
@@ -215,10 +245,11 @@ func (s *Store) renewMulti(ctx context.Context, rs []lease.Request, batch []rene
 }
 
 // renewItem is a lease of a RenewMany call that a multi can renew: its index
-// in the requests and its node.
+// in the requests, its node and the data the renewal writes.
 type renewItem struct {
-	i int
-	g grant
+	i    int
+	g    grant
+	data []byte
 }
 
 // Release implements lease.Store: it deletes the node named after r's
