@@ -485,8 +485,18 @@ const reportNotes = `## Reading the results
   min(remaining/10, 50 ms): TTL + 1–51 ms + one round trip, right at the TTL + 50 ms bound.
   etcd expires leases on its lessor's checks (about every 500 ms) and ZooKeeper sessions on tick
   boundaries (tickTime 500 ms here): that granularity is the store's, for leasekit and the peers alike.
-- **Heartbeat round trips.** A batching store (Redis pipeline, PostgreSQL one statement, etcd keepalive +
-  read transactions, ZooKeeper multis of up to 1000 writes) renews all due leases in one RenewMany call per interval; the
-  wire requests that call costs are the store's. Without batching (filelease) every lease is its own
-  call, and PostgreSQL advisory mode sends one statement per lease on that lease's own connection.
+- **Heartbeat round trips.** A batching store renews all due leases in one RenewMany call per interval;
+  the wire requests that call costs are the store's: Redis one pipeline, PostgreSQL one statement, etcd one
+  keep-alive of the store's shared etcd lease (a watch on the prefix tells the store which keys changed,
+  so it reads no key while the watch is current), ZooKeeper multis packed to its 1 MiB packet limit.
+  **ZooKeeper's floor is 2 multis for 10,000 leases**: leasekit expires a holder's node a TTL after its
+  last write (a live session alone never expires a holder that stopped renewing), so every node is written
+  each round; one renewal in a multi is 21 + len(path) + len(data) bytes (about 194 B here), 10,000 of
+  them 1.94 MB, and ZooKeeper refuses a packet over jute.maxbuffer (0xfffff ≈ 1 MiB): ⌈1.94 / 1.0⌉ = 2
+  multis, plus the client library's own session ping (the third request counted). **PostgreSQL advisory
+  mode** holds each lock on its own session, and the server must learn that each holding process is
+  alive (idle_session_timeout frees the lock of a process that stopped, even a SIGSTOPped one whose
+  kernel still answers TCP keepalives), so each lease's connection sends one statement per interval, and
+  each lease costs its connection's memory (about 80 KB client-side). **The file store** has no network:
+  its per-lease "calls" are local syscalls (an flock and a pwrite each), counted for completeness.
 `
