@@ -42,6 +42,12 @@ func envFromOS(run, fileDir string) *Env {
 	}
 }
 
+// PGTable is the lease table of this run's PostgreSQL systems (its queue
+// table is PGTable + "_queue"): fresh per run and dropped at its end, so
+// that dead row versions left by earlier runs (the shared test database
+// may run without autovacuum) do not weigh on the figures.
+func (e *Env) PGTable() string { return "leasekit_bench_" + e.Run }
+
 // available reports whether the server behind store is configured, and if
 // not, which variable is missing.
 func (e *Env) available(store string) (bool, string) {

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/leasekit/lease/pglease"
 )
 
@@ -183,9 +184,10 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 		syss = append(syss, leasekitSystem("memory", "memlease (smoke tests only)", 0))
 	}
 	if env.PGDSN != "" && hasStore(syss, "postgres-table", "postgres-advisory") {
-		if err := migratePG(ctx, env.PGDSN); err != nil {
+		if err := migratePG(ctx, env.PGDSN, env.PGTable()); err != nil {
 			notes = append(notes, "PostgreSQL migrate failed: "+err.Error())
 		}
+		defer dropPG(env.PGDSN, env.PGTable(), logf)
 	}
 	var results []Result
 	add := func(r Result) {
@@ -264,14 +266,15 @@ func hasStore(ss []System, stores ...string) bool {
 	return false
 }
 
-func migratePG(ctx context.Context, dsn string) error {
+// migratePG creates the run's lease tables (see Env.PGTable).
+func migratePG(ctx context.Context, dsn, table string) error {
 	pool, err := newPGPool(ctx, dsn, 2, nil)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	for _, m := range []pglease.Mode{pglease.ModeTable, pglease.ModeAdvisory} {
-		st, err := pglease.New(pool, pglease.WithMode(m))
+		st, err := pglease.New(pool, pglease.WithMode(m), pglease.WithTable(table))
 		if err != nil {
 			return err
 		}
@@ -280,6 +283,24 @@ func migratePG(ctx context.Context, dsn string) error {
 		}
 	}
 	return nil
+}
+
+// dropPG drops the run's lease tables, bounded in time; a failure is only
+// logged.
+func dropPG(dsn, table string, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := newPGPool(ctx, dsn, 1, nil)
+	if err != nil {
+		logf("dropping %s: %v", table, err)
+		return
+	}
+	defer pool.Close()
+	q := pgx.Identifier{table + "_queue"}.Sanitize()
+	t := pgx.Identifier{table}.Sanitize()
+	if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS "+q+", "+t); err != nil {
+		logf("dropping %s: %v", table, err)
+	}
 }
 
 // brief is a one-line summary for the progress log.

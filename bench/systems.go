@@ -200,7 +200,7 @@ func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Dur
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := pglease.New(pool, pglease.WithMode(mode), pglease.WithNamespace(ns), pglease.WithMaxIdleConns(1))
+		st, err := pglease.New(pool, pglease.WithMode(mode), pglease.WithTable(env.PGTable()), pglease.WithNamespace(ns), pglease.WithMaxIdleConns(1))
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
