@@ -27,47 +27,76 @@ type contention struct {
 	errors      int
 }
 
-func runContention(ctx context.Context, env *Env, sys System, scenario string, workers int, hold, dur time.Duration) Result {
-	r := Result{Scenario: scenario, System: sys.Name, Store: sys.Store, Clients: workers, Note: sys.Note}
+// contRun is one system's contention measurement, set up once and run in
+// phases interleaved with the other systems' (see runContentions).
+type contRun struct {
+	sys     System
+	r       Result
+	hold    time.Duration
+	lockers []Locker
+	st      *contention
+	el      time.Duration
+	cost    redisCost
+	reqs    int64 // client requests on the wire while measuring
+}
+
+// setupContention makes the workers' lockers; on failure the result says
+// why the system was skipped.
+func setupContention(ctx context.Context, env *Env, sys System, scenario string, workers int, hold time.Duration) *contRun {
+	c := &contRun{sys: sys, hold: hold, r: Result{Scenario: scenario, System: sys.Name, Store: sys.Store, Clients: workers, Note: sys.Note}}
 	ttl := max(5*time.Second, sys.MinTTL)
-	r.TTLMs, r.HoldMs = ms(ttl), ms(hold)
+	c.r.TTLMs, c.r.HoldMs = ms(ttl), ms(hold)
 	key := fmt.Sprintf("%s-%d-%s-%s", scenario, workers, sys.Name, sys.Store)
 
-	lockers := make([]Locker, workers)
+	c.lockers = make([]Locker, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	for i := range lockers {
+	for i := range c.lockers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lockers[i], errs[i] = sys.New(sctx, env, key, ttl)
+			c.lockers[i], errs[i] = sys.New(sctx, env, key, ttl)
 		}()
 	}
 	wg.Wait()
 	scancel()
-	defer closeAll(lockers)
 	for _, err := range errs {
 		if err != nil {
-			r.Skipped = "setup: " + err.Error()
-			return r
+			c.r.Skipped = "setup: " + err.Error()
+			closeAll(c.lockers)
+			c.lockers = nil
+			return c
 		}
 	}
+	c.st = &contention{lastWorker: -1, per: make([]int, workers)}
+	return c
+}
 
-	st := &contention{lastWorker: -1, per: make([]int, workers)}
+// phase lets the workers contend for dur. Waits still running when it ends
+// are kept as censored waits; the first acquisition of a phase counts no
+// hand-off.
+func (c *contRun) phase(ctx context.Context, env *Env, dur time.Duration) {
+	if c.lockers == nil {
+		return
+	}
+	c.st.mu.Lock()
+	c.st.lastWorker = -1
+	c.st.mu.Unlock()
 	rctx, cancel := context.WithCancel(ctx)
 	var before redisSnap
-	if sys.Store == "redis" {
+	if c.sys.Store == "redis" {
 		before = readRedis(ctx, env.StatsRedis)
 	}
-	reqs := counterFor(sys.Key())
+	reqs := counterFor(c.sys.Key())
 	req0 := reqs.n.Load()
 	start := time.Now()
-	for w, l := range lockers {
+	var wg sync.WaitGroup
+	for w, l := range c.lockers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st.worker(rctx, w, l, hold)
+			c.st.worker(rctx, w, l, c.hold)
 		}()
 	}
 	select {
@@ -75,13 +104,21 @@ func runContention(ctx context.Context, env *Env, sys System, scenario string, w
 	case <-ctx.Done():
 	}
 	cancel()
-	el := time.Since(start)
+	c.el += time.Since(start)
 	wg.Wait()
-	var cost redisCost
-	if sys.Store == "redis" {
-		cost.add(before, readRedis(ctx, env.StatsRedis))
+	c.reqs += reqs.n.Load() - req0
+	if c.sys.Store == "redis" {
+		c.cost.add(before, readRedis(ctx, env.StatsRedis))
 	}
+}
 
+// result closes the lockers and returns the measurement.
+func (c *contRun) result() Result {
+	if c.lockers == nil {
+		return c.r
+	}
+	closeAll(c.lockers)
+	r, st, el := c.r, c.st, c.el
 	r.DurationS = el.Seconds()
 	r.Samples = st.total
 	r.Errors = st.errors
@@ -102,11 +139,38 @@ func runContention(ctx context.Context, env *Env, sys System, scenario string, w
 	r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs = summary(st.waits)
 	r.P50Ms, r.P99Ms, r.MaxMs = r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs
 	r.Counters = map[string]any{"censored_waits": st.censored, "retakes": st.retakes, "handoffs_other": len(st.handoff)}
-	cost.record(&r, st.total)
-	if n := reqs.n.Load() - req0; n > 0 && st.total > 0 && sys.Store != "file" && sys.Store != "memory" {
-		r.Counters["client_requests_per_op"] = float64(n) / float64(st.total)
+	c.cost.record(&r, st.total)
+	if c.reqs > 0 && st.total > 0 && c.sys.Store != "file" && c.sys.Store != "memory" {
+		r.Counters["client_requests_per_op"] = float64(c.reqs) / float64(st.total)
 	}
 	return r
+}
+
+// runContentions measures every system for dur in total, in rounds: each
+// round gives every system an equal slice, one after the other, so that a
+// change in the machine's load (2 shared cores) affects them all alike and
+// the ratios hold. All systems are set up first and stay connected.
+func runContentions(ctx context.Context, env *Env, syss []System, scenario string, workers int, hold, dur time.Duration, rounds int) []Result {
+	cs := make([]*contRun, len(syss))
+	for i, sys := range syss {
+		cs[i] = setupContention(ctx, env, sys, scenario, workers, hold)
+	}
+	slice := dur / time.Duration(rounds)
+	for round := 0; round < rounds && ctx.Err() == nil; round++ {
+		for _, c := range cs {
+			c.phase(ctx, env, slice)
+		}
+	}
+	rs := make([]Result, len(cs))
+	for i, c := range cs {
+		rs[i] = c.result()
+	}
+	return rs
+}
+
+// runContention measures one system for dur in one phase.
+func runContention(ctx context.Context, env *Env, sys System, scenario string, workers int, hold, dur time.Duration) Result {
+	return runContentions(ctx, env, []System{sys}, scenario, workers, hold, dur, 1)[0]
 }
 
 func (st *contention) worker(ctx context.Context, w int, l Locker, hold time.Duration) {

@@ -50,7 +50,7 @@ type Plan struct {
 func fullPlan() Plan {
 	return Plan{
 		Scenarios: []string{"cycle", "contention", "pg-contention", "failover", "heartbeat"},
-		CycleDur:  6 * time.Second, ContDur: 8 * time.Second, Workers: 16, Hold: time.Millisecond,
+		CycleDur:  6 * time.Second, ContDur: 12 * time.Second, Workers: 16, Hold: time.Millisecond,
 		Trials: 10, HBLeases: 10000, HBDur: 60 * time.Second, PGClients: []int{1, 8}, PGDur: 5 * time.Second,
 	}
 }
@@ -203,10 +203,16 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 		}
 	}
 	if has("contention") {
+		var cs []System
 		for _, s := range syss {
 			if s.Wait {
-				add(runContention(ctx, env, s, "contention", plan.Workers, plan.Hold, plan.ContDur))
+				cs = append(cs, s)
 			}
+		}
+		rounds := max(int(plan.ContDur/(4*time.Second)), 1)
+		logf("contention: %d systems interleaved, %d rounds, %v each", len(cs), rounds, plan.ContDur)
+		for _, r := range runContentions(ctx, env, cs, "contention", plan.Workers, plan.Hold, plan.ContDur, rounds) {
+			add(r)
 		}
 	}
 	if has("pg-contention") {
