@@ -437,8 +437,11 @@ func newZKLock(ctx context.Context, env *Env, key string, ttl time.Duration) (Lo
 }
 
 func (z *zkLock) Lock(ctx context.Context) (func(context.Context) error, error) {
-	// zk.Lock takes no context: close the connection if ctx ends first
-	// (the scenario is over then; the Locker is not used again).
+	// zk.Lock takes no context. When ctx ends first (a contention round is
+	// over and every worker stops), the queue drains within a few
+	// hand-offs: take the lock when its turn comes and give it back at once,
+	// so the Locker stays usable for the next round. Should that take long,
+	// close the connection (the Locker is then broken for good).
 	done := make(chan error, 1)
 	go func() { done <- z.l.Lock() }()
 	select {
@@ -448,8 +451,15 @@ func (z *zkLock) Lock(ctx context.Context) (func(context.Context) error, error) 
 		}
 		return func(context.Context) error { return z.l.Unlock() }, nil
 	case <-ctx.Done():
-		z.once.Do(z.conn.Close)
-		<-done
+		select {
+		case err := <-done:
+			if err == nil {
+				_ = z.l.Unlock()
+			}
+		case <-time.After(10 * time.Second):
+			z.once.Do(z.conn.Close)
+			<-done
+		}
 		return nil, ctx.Err()
 	}
 }
