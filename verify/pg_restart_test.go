@@ -8,136 +8,32 @@ package verify_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasekit/lease/internal/pgtest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
 )
 
-// privatePG is a throwaway PostgreSQL cluster in a temporary directory,
-// listening on one loopback port (trust auth: nothing but this machine can
-// reach it) with fsync off, restartable on the same port.
+// privatePG is a throwaway PostgreSQL cluster (internal/pgtest) with fsync
+// off, restartable on the same port, counting its restarts.
 type privatePG struct {
-	t      *testing.T
-	bin    string
-	dir    string
-	port   int
-	asUser []string // runs a command as the postgres user when the test runs as root
+	*pgtest.Server
+	t *testing.T
 
 	mu       sync.Mutex
 	restarts int
 	modes    map[string]int // restarts by shutdown mode
 }
 
-// pgServerBin is the directory of initdb, pg_ctl and postgres:
-// LEASE_TEST_PG_BIN, or else the newest /usr/lib/postgresql/*/bin.
-func pgServerBin() string {
-	if d := os.Getenv("LEASE_TEST_PG_BIN"); d != "" {
-		return d
-	}
-	ds, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-	sort.Slice(ds, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(ds[i]))))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(ds[j]))))
-		return vi < vj
-	})
-	if len(ds) == 0 {
-		return ""
-	}
-	return filepath.Dir(ds[len(ds)-1])
-}
-
-// startPrivatePG initdbs and starts a server; it is stopped (immediate) and
-// its directory removed at cleanup, also when the test fails.
 func startPrivatePG(t *testing.T) *privatePG {
 	t.Helper()
-	bin := pgServerBin()
-	if bin == "" {
-		t.Fatal("no PostgreSQL server binaries: set LEASE_TEST_PG_BIN to the directory of initdb and pg_ctl")
-	}
-	dir, err := os.MkdirTemp("", "leasekit-verify-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &privatePG{t: t, bin: bin, dir: dir, port: freePort(t), modes: map[string]int{}}
-	t.Cleanup(p.destroy)
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		p.asUser = []string{"runuser", "-u", "postgres", "--"}
-	}
-	if out, err := p.run(2*time.Minute, "initdb", "-D", p.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	if err := p.start(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func (p *privatePG) data() string { return filepath.Join(p.dir, "data") }
-
-// DSN is the superuser's DSN.
-func (p *privatePG) DSN() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", p.port)
-}
-
-func (p *privatePG) run(timeout time.Duration, prog string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	argv := append(append(append([]string{}, p.asUser...), filepath.Join(p.bin, prog)), args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = p.dir
-	return cmd.CombinedOutput()
-}
-
-func (p *privatePG) pgctl(args ...string) ([]byte, error) {
-	return p.run(90*time.Second, "pg_ctl", append([]string{"-D", p.data(), "-w", "-t", "60"}, args...)...)
-}
-
-func (p *privatePG) start() error {
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c max_connections=200",
-		p.port, p.dir)
-	if out, err := p.pgctl("-l", filepath.Join(p.dir, "log"), "-o", opts, "start"); err != nil {
-		return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, p.logTail())
-	}
-	return nil
-}
-
-func (p *privatePG) stop(mode string) error {
-	if out, err := p.pgctl("-m", mode, "stop"); err != nil {
-		return fmt.Errorf("pg_ctl stop -m %s: %w\n%s", mode, err, out)
-	}
-	return nil
-}
-
-func (p *privatePG) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(p.dir, "log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
+	return &privatePG{Server: pgtest.Start(t, "fsync=off", "max_connections=200"), t: t, modes: map[string]int{}}
 }
 
 // restart stops the server — -m immediate (no checkpoint: crash recovery
@@ -152,7 +48,7 @@ func (p *privatePG) restart(ctx context.Context) error {
 	}
 	p.restarts++
 	p.t.Logf("verify: pg_ctl stop -m %s and start the private PostgreSQL again", mode)
-	if err := p.stop(mode); err != nil {
+	if err := p.Stop(mode); err != nil {
 		return err
 	}
 	p.modes[mode]++
@@ -160,26 +56,7 @@ func (p *privatePG) restart(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-time.After(time.Second):
 	}
-	return p.start()
-}
-
-// destroy stops the server, by SIGKILL of the postmaster if pg_ctl cannot,
-// and removes its directory.
-func (p *privatePG) destroy() {
-	if _, err := os.Stat(filepath.Join(p.data(), "postmaster.pid")); err == nil {
-		if err := p.stop("immediate"); err != nil {
-			p.t.Logf("%v", err)
-			if b, err := os.ReadFile(filepath.Join(p.data(), "postmaster.pid")); err == nil {
-				first, _, _ := strings.Cut(string(b), "\n")
-				if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	}
-	if err := os.RemoveAll(p.dir); err != nil {
-		p.t.Logf("removing %s: %v", p.dir, err)
-	}
+	return p.Start()
 }
 
 // TestPostgresRestart: leases in a private server that is restarted, the
