@@ -53,18 +53,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		_ = sub.Close()
 		return nil, fmt.Errorf("etcdlease: subscribe: %w", err)
 	}
-	select {
-	case resp, ok := <-ch:
-		switch {
-		case !ok:
-			return fail(errors.New("the watch closed before it was created"))
-		case resp.Err() != nil:
-			return fail(resp.Err())
-		case !resp.Created:
-			return fail(errors.New("the first watch response is not the creation notice"))
-		}
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	if _, err := awaitCreated(ctx, ch); err != nil {
+		return fail(err)
 	}
 	if !stop() {
 		return fail(ctx.Err())
@@ -77,6 +67,25 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	s.subs[sub] = true
 	s.mu.Unlock()
 	return sub, nil
+}
+
+// awaitCreated waits until etcd confirms the watch ch (made with
+// WithCreatedNotify) and returns the revision of its creation notice.
+func awaitCreated(ctx context.Context, ch clientv3.WatchChan) (int64, error) {
+	select {
+	case resp, ok := <-ch:
+		switch {
+		case !ok:
+			return 0, errors.New("the watch closed before it was created")
+		case resp.Err() != nil:
+			return 0, resp.Err()
+		case !resp.Created:
+			return 0, errors.New("the first watch response is not the creation notice")
+		}
+		return resp.Header.Revision, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // subscription is one watch on the store's prefix.

@@ -217,20 +217,11 @@ func (s *Store) ensureWatch(ctx context.Context) error {
 		rw.close()
 		return fmt.Errorf("renewal watch: %w", err)
 	}
-	select {
-	case resp, ok := <-rw.ch:
-		switch {
-		case !ok:
-			return fail(errors.New("the watch closed before it was created"))
-		case resp.Err() != nil:
-			return fail(resp.Err())
-		case !resp.Created:
-			return fail(errors.New("the first watch response is not the creation notice"))
-		}
-		rw.created, rw.progress = resp.Header.Revision, resp.Header.Revision
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	rev, err := awaitCreated(ctx, rw.ch)
+	if err != nil {
+		return fail(err)
 	}
+	rw.created, rw.progress = rev, rev
 	if !stop() {
 		return fail(ctx.Err())
 	}

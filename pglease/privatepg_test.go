@@ -4,7 +4,6 @@
 package pglease_test
 
 import (
-	"net"
 	"testing"
 
 	"github.com/leasekit/lease/internal/pgtest"
@@ -40,12 +39,4 @@ func (p *privatePG) crash() {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return pgtest.FreePort(t) }

@@ -87,8 +87,9 @@ func check(t *testing.T, rep *verify.Report, faults ...string) {
 	if !rep.OK() {
 		t.Errorf("violations: %v", rep.Violations)
 	}
-	if rep.StaleAccepted != 0 || rep.StuckLeases != 0 || !rep.Linearizable {
-		t.Errorf("stale accepted %d, stuck %d, linearizable %v; want 0, 0, true", rep.StaleAccepted, rep.StuckLeases, rep.Linearizable)
+	if rep.StaleAccepted != 0 || rep.FenceRegressions != 0 || rep.StuckLeases != 0 || !rep.Linearizable {
+		t.Errorf("stale accepted %d, fence regressions %d, stuck %d, linearizable %v; want 0, 0, 0, true",
+			rep.StaleAccepted, rep.FenceRegressions, rep.StuckLeases, rep.Linearizable)
 	}
 	if rep.Acquisitions < 10 || rep.Operations < 10 {
 		t.Errorf("only %d acquisitions and %d operations: the run did too little to prove anything; workers said:\n%s",

@@ -65,7 +65,7 @@ func Start(t testing.TB, conf ...string) *Server {
 	if len(conf) == 0 {
 		conf = []string{"fsync=off"}
 	}
-	s := &Server{t: t, bin: bin, dir: dir, conf: conf, port: freePort(t)}
+	s := &Server{t: t, bin: bin, dir: dir, conf: conf, port: FreePort(t)}
 	t.Cleanup(s.destroy)
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -163,7 +163,9 @@ func (s *Server) destroy() {
 	}
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a TCP port on 127.0.0.1 that nothing listened on a
+// moment ago.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
