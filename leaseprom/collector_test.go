@@ -26,7 +26,10 @@ func story(t *testing.T, c *leaseprom.Collector) {
 	ctx := context.Background()
 	mem := memlease.New()
 	t.Cleanup(func() { _ = mem.Close() })
-	client, err := lease.New(mem.Handle(), lease.WithObserver(c), lease.WithTTL(300*time.Millisecond))
+	// The lost event reaches the observer just after b's Done closes (a
+	// loss cancels first): tee waits for it before the story ends.
+	tee := &lostTee{next: c, lost: make(chan struct{}, 1)}
+	client, err := lease.New(mem.Handle(), lease.WithObserver(tee), lease.WithTTL(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +74,27 @@ func story(t *testing.T, c *leaseprom.Collector) {
 	}
 	if !errors.Is(b.Err(), lease.ErrLost) {
 		t.Fatalf("b.Err() = %v, want ErrLost", b.Err())
+	}
+	select {
+	case <-tee.lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the observer did not see b's loss")
+	}
+}
+
+// lostTee passes events to next and signals lost after a loss was passed on.
+type lostTee struct {
+	next lease.Observer
+	lost chan struct{}
+}
+
+func (o *lostTee) Observe(ev lease.Event) {
+	o.next.Observe(ev)
+	if ev.Kind == lease.EventLost {
+		select {
+		case o.lost <- struct{}{}:
+		default:
+		}
 	}
 }
 
