@@ -20,15 +20,23 @@ var fuzzSchemes = []string{"redis", "rediss", "postgres", "postgresql", "zk", "m
 	"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
 
 // leaks reports whether out shows password pw (raw or escaped) more often
-// than the URL with the password left out does: a password that is also the
-// user name or a path segment may legitimately appear.
-func leaks(out, pw, withoutPW string) bool {
+// than each of the baselines (the URL with the password left out, as given
+// or as Redact writes it) does: a password that is also the user name, a
+// path segment or a fragment may legitimately appear, raw or re-escaped.
+func leaks(out, pw string, baselines ...string) bool {
 	if len(pw) < 4 {
 		return false // too short to tell apart from other text
 	}
 	forms := []string{pw, url.QueryEscape(pw), url.PathEscape(pw), url.UserPassword("", pw).String()[1:]}
 	for _, f := range forms {
-		if len(f) >= 4 && strings.Count(out, f) > strings.Count(withoutPW, f) {
+		if len(f) < 4 {
+			continue
+		}
+		most := 0
+		for _, b := range baselines {
+			most = max(most, strings.Count(b, f))
+		}
+		if strings.Count(out, f) > most {
 			return true
 		}
 	}
@@ -69,7 +77,10 @@ func FuzzRedact(f *testing.F) {
 	f.Fuzz(func(t *testing.T, scheme, user, pw, host, path, query string, escaped bool) {
 		withPW, withoutPW := fuzzURL(scheme, user, pw, host, path, query, escaped)
 		out := leaseurl.Redact(withPW)
-		if leaks(out, pw, withoutPW) {
+		// Against the password-less URL redacted too: Redact re-escapes
+		// the parts it keeps (a fragment "pa s" comes out as "pa%20s"),
+		// which must not count as showing a password of the same text.
+		if leaks(out, pw, withoutPW, leaseurl.Redact(withoutPW)) {
 			t.Fatalf("Redact(%q) = %q shows the password %q", withPW, out, pw)
 		}
 		for _, p := range []string{"password", "sslpassword", "sentinel_password"} {

@@ -243,6 +243,11 @@ func TestRedactAmbiguousUserinfo(t *testing.T) {
 		{"redis://u:p@ss@[::1:bad", "p@ss"},
 		{"rediss://user:p@ss:w/rd#?@127.0.0.1:6380", "p@ss:w/rd#?"},
 		{"postgres://u:a/b?c@db:5432/x?sslmode=disable", "a/b?c"},
+		// Not a scheme before "://": parsers read the rest as a fragment
+		// or a path, not as user information.
+		{"A:#://0:s3cr3t@h?0", "s3cr3t"},
+		{"redis:/x#://u:s3cr3t@h", "s3cr3t"},
+		{"re dis://u:s3cr3t@h", "s3cr3t"},
 	} {
 		out := leaseurl.Redact(tc.in)
 		if strings.Contains(out, tc.secret) || !strings.Contains(out, leaseurl.Redacted) {

@@ -61,7 +61,10 @@ func Redact(rawURL string) string {
 // such characters unescaped makes URL parsers end the user information early
 // (or take it for a host, path or fragment), so which part is the password is
 // ambiguous. Redaction then hides everything from the first ':' to the last
-// '@', which may hide more than the password but never shows it.
+// '@', which may hide more than the password but never shows it. The same
+// holds when the text before "://" is not a valid scheme ("a:#://u:pw@h"):
+// a URL parser then reads the "user information" as a path or fragment and
+// would keep it.
 func ambiguousUserinfo(rawURL string) (scheme, head, tail string, ok bool) {
 	i := strings.Index(rawURL, "://")
 	if i < 0 {
@@ -69,10 +72,22 @@ func ambiguousUserinfo(rawURL string) (scheme, head, tail string, ok bool) {
 	}
 	rest := rawURL[i+3:]
 	at := strings.LastIndex(rest, "@")
-	if at < 0 || !strings.ContainsAny(rest[:at], "@/?#") {
+	if at < 0 || (validScheme(rawURL[:i]) && !strings.ContainsAny(rest[:at], "@/?#")) {
 		return "", "", "", false
 	}
 	return rawURL[:i+3], rest[:at], rest[at+1:], true
+}
+
+// validScheme reports whether s is a URL scheme as RFC 3986 writes it: a
+// letter, then letters, digits, '+', '-' or '.'.
+func validScheme(s string) bool {
+	for i, c := range s {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func isSecretParam(k string) bool {
