@@ -49,7 +49,8 @@ type Config struct {
 	// Workers is the number of worker processes (default 4).
 	Workers int
 	// Hold > 0 makes half the workers keep each lease through Hold renew
-	// intervals, reading and writing at each. (Every second worker is
+	// intervals, reading and writing when they acquire and after each
+	// interval, and releasing right after the last. (Every second worker is
 	// careless: it does not check its lease between operations.)
 	Hold int
 	// Faults to inject, in turn (default: kill, stop, latency, cut, and

@@ -127,11 +127,14 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 				out.emit(record{Op: "lost", Call: now(), Ret: now(), Fence: l.Fence(), OK: true, Err: l.Err().Error()})
 			}
 		}()
-		rounds := 1
-		if cfg.Hold > 0 {
-			rounds = cfg.Hold
-		}
-		for i := 0; i < rounds && ctx.Err() == nil; i++ {
+		// One read and write at once, then one after each of Hold renew
+		// intervals, and the release right after the last: a holder paused
+		// at any time in its hold (but in an operation) does one more
+		// operation with its fence when it resumes.
+		for i := 0; i <= cfg.Hold && ctx.Err() == nil; i++ {
+			if i > 0 {
+				sleep(ctx, renew)
+			}
 			if !cfg.Careless && l.Err() != nil {
 				break
 			}
@@ -139,9 +142,6 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 				if !cfg.Careless {
 					break
 				}
-			}
-			if cfg.Hold > 0 {
-				sleep(ctx, renew)
 			}
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), cfg.TTL)
