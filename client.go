@@ -151,6 +151,11 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // one token for the whole wait, refreshes its place in the queue at least
 // every renew interval, and leaves the queue when it gives up. WithFIFO(false)
 // turns this off: waiters then race.
+//
+// When ctx ends during a store call, Acquire lets that call finish (for at
+// most min(renew interval, 1s)) before it leaves the queue, so that a write
+// the store makes after all cannot keep the key reserved; a grant that
+// arrives meanwhile is returned.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -364,7 +369,7 @@ func (c *Client) request(key string, p params, queue bool) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	return Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue}, nil
+	return Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue, RecordLater: queue}, nil
 }
 
 // attempt asks the store for req once. dirty reports that the store may hold
@@ -379,7 +384,11 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		return nil, ErrClosed, false
 	}
 	sent := c.clock.Now()
-	g, err := c.store.Acquire(ctx, req)
+	// The call may outlive ctx by a grace (see graceCtx): the caller undoes
+	// a write it did not see (leaveQueue, cleanup) only after the write.
+	sctx, stop := graceCtx(ctx, min(p.renew, callGrace))
+	g, err := c.store.Acquire(sctx, req)
+	stop()
 	if err != nil {
 		if errors.Is(err, ErrHeld) || errors.Is(err, ErrInvalid) {
 			return nil, err, false
@@ -388,7 +397,10 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		// (a timeout, a cancelled ctx).
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err), true
 	}
-	l = newLease(c, req, p, g.Fence, sent)
+	l = newLease(c, req, p, g.Fence, sent.Add(-max(g.Since, 0)))
+	if g.Unrecorded {
+		l.nextRenew = sent // record the grant in the store at once
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

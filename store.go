@@ -22,6 +22,12 @@ type Request struct {
 	// entry for another TTL, and returns a *HeldError. The Client sets it only
 	// for stores whose QueuesWaiters reports true.
 	Queue bool
+	// RecordLater tells the store that the caller honours [Grant.Since] and
+	// [Grant.Unrecorded], so the store may grant a queued token's turn on
+	// the write that last refreshed its entry, without another write on the
+	// acquisition's path. The Client sets it with Queue. Stores may ignore
+	// it.
+	RecordLater bool
 }
 
 // Grant is what a store returns for a successful acquisition.
@@ -34,6 +40,18 @@ type Grant struct {
 	// a ZooKeeper session, a PostgreSQL connection) closes it when the session
 	// dies. The Client then reports the lease lost at once.
 	Lost <-chan struct{}
+	// Since, when positive, says the lease's TTL started that long before
+	// the Acquire call: the store granted the key on an earlier write of its
+	// own (a queued waiter's entry, written then, that becomes the lease
+	// without another write on the acquisition's path; a shared etcd lease
+	// refreshed then, that the key is attached to). It must be less than
+	// half the TTL. The Client counts the local deadline and the renewals
+	// from then.
+	Since time.Duration
+	// Unrecorded asks the Client to renew at once, off the acquisition's
+	// path: the store granted a request with RecordLater without writing
+	// the grant down (Inspect may read the key as reserved until then).
+	Unrecorded bool
 }
 
 // Info describes the current holder of a key, as [Store.Inspect] reports it.

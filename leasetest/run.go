@@ -78,6 +78,7 @@ var cases = []struct {
 	{"WaitAcquire", testWaitAcquire},
 	{"WaitExpiry", testWaitExpiry},
 	{"CtxCancel", testCtxCancel},
+	{"CancelStorm", testCancelStorm},
 	{"Do", testDo},
 	{"CloseReleases", testCloseReleases},
 	{"InvalidInput", testInvalidInput},
