@@ -180,8 +180,9 @@ func (s *Store) advRelease(ctx context.Context, r lease.Request) error {
 	h := s.take(r)
 	if h == nil {
 		var n, notified int64
+		var commit string
 		err := s.pool.QueryRow(ctx, s.q.advForeignRelease, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, s.chanRaw).
-			Scan(&n, &notified)
+			Scan(&n, &notified, &commit)
 		switch {
 		case err != nil:
 			return err
@@ -195,10 +196,10 @@ func (s *Store) advRelease(ctx context.Context, r lease.Request) error {
 	var (
 		n, notified int64
 		unlocked    bool
-		set         string
+		set, commit string
 	)
 	err := h.conn.QueryRow(ctx, s.q.advRelease, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, s.chanRaw).
-		Scan(&n, &notified, &unlocked, &set)
+		Scan(&n, &notified, &unlocked, &set, &commit)
 	if err != nil {
 		// Ending the session frees the lock (the server notices at once on
 		// a clean close, at worst after the TTL): the lease is released,

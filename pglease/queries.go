@@ -88,6 +88,13 @@ const head = `hd AS (
 		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') AS token
 )`
 
+// asyncCommit makes the statement's transaction commit without waiting for
+// its WAL to reach the disk (synchronous_commit off, for this transaction
+// only). Only releases use it: a release lost in a server crash leaves the
+// lease held until its TTL, which is safe, and the next acquisition's
+// synchronous commit flushes the WAL up to and past the release anyway.
+const asyncCommit = `set_config('synchronous_commit', 'off', true)`
+
 // remaining is the microseconds left before expires_at, by the server's clock.
 const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
 
@@ -143,13 +150,19 @@ func buildQueries(table, queue, index string) queries {
 		// reports the holder (from the snapshot: none if the row was
 		// committed after it) and how many waiters are ahead, and enq queues
 		// us (or refreshes our entry) when $6. A grant takes us out of the
-		// queue (deq). Every queue write comes after the upsert's row lock,
-		// which serialises the acquirers of the key.
+		// queue (deq). The upsert is not even tried (so it takes no row
+		// lock) when the snapshot shows the key held by another live token,
+		// or free but reserved for waiters ahead of a token that does not
+		// hold it: refused attempts then never wait for, nor delay, the
+		// holder's release; a release committed after the snapshot is
+		// announced, and the waiter looks again.
 		tabAcquire: t(`WITH ` + tq(ahead, "", "", "") + `,
 acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at)
 	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond'
-	WHERE (SELECT n FROM ah) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2)
+	WHERE NOT EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND x.token IS NOT NULL
+			AND x.token <> $3 AND x.expires_at > clock_timestamp())
+		AND ((SELECT n FROM ah) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND x.token = $3))
 	ON CONFLICT (ns, key) DO UPDATE SET
 		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at,
 		fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE l.fence + 1 END
@@ -190,7 +203,7 @@ d AS (
 n AS (SELECT pg_notify($4, (SELECT token FROM hd) || E'\n' || $2) WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d)
 	AND NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token IS NOT NULL
 		AND c.expires_at > clock_timestamp())))
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d)`),
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d), ` + asyncCommit + ``),
 		tabRenewMany: t(`UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
 WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()
@@ -257,7 +270,7 @@ d AS (
 ` + aq(head, "", "", "") + `,
 n AS (SELECT pg_notify($6, (SELECT token FROM hd) || E'\n' || $4) WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM d))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), pg_advisory_unlock($1, $2),
-	set_config('idle_session_timeout', '0', false)`),
+	set_config('idle_session_timeout', '0', false), ` + asyncCommit + ``),
 		advUnlock: `SELECT pg_advisory_unlock($1, $2), set_config('idle_session_timeout', '0', false)`,
 
 		// Advisory mode, from a connection that does not hold the lock:
@@ -281,7 +294,7 @@ d AS (
 ` + aq(head, "", "", "") + `,
 n AS (SELECT pg_notify($6, (SELECT token FROM hd) || E'\n' || $4) WHERE EXISTS (SELECT 1 FROM r)
 	OR (EXISTS (SELECT 1 FROM d) AND NOT ` + lockTakenAt("$1", "$2") + `))
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`),
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), ` + asyncCommit + ``),
 		// $1 ns, $2 key, $3 class, $4 object.
 		advInspect: t(`SELECT c.token IS NOT NULL AND ` + lockHeldAt("$3", "$4") + `, c.holder, c.fence, ` + remaining + `
 FROM T c WHERE c.ns = $1 AND c.key = $2`),

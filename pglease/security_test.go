@@ -8,14 +8,13 @@ package pglease_test
 import (
 	"errors"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/pgtest"
 	"github.com/leasekit/lease/internal/testcert"
 	"github.com/leasekit/lease/pglease"
 )
@@ -32,25 +31,12 @@ func certsForPostgres(t *testing.T) *testcert.Set {
 	if err := os.WriteFile(filepath.Join(dir, "hba.conf"), []byte(hba), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		entries, _ := os.ReadDir(dir)
-		for _, p := range append([]string{dir}, func() (ps []string) {
-			for _, e := range entries {
-				ps = append(ps, filepath.Join(dir, e.Name()))
-			}
-			return
-		}()...) {
-			if err := os.Chown(p, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-		}
+	paths := []string{dir}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		paths = append(paths, filepath.Join(dir, e.Name()))
 	}
+	pgtest.GiveToPostgres(t, paths...)
 	return certs
 }
 

@@ -58,7 +58,8 @@ func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
 
 func (s *Store) tabRelease(ctx context.Context, r lease.Request) error {
 	var n, notified, dequeued int64
-	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued); err != nil {
+	var commit string
+	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued, &commit); err != nil {
 		return err
 	}
 	if n != 1 {

@@ -67,16 +67,7 @@ func Start(t testing.TB, conf ...string) *Server {
 	}
 	s := &Server{t: t, bin: bin, dir: dir, conf: conf, port: FreePort(t)}
 	t.Cleanup(s.destroy)
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
+	if GiveToPostgres(t, dir) {
 		s.asUser = []string{"runuser", "-u", "postgres", "--"}
 	}
 	if out, err := s.run(2*time.Minute, "initdb", "-D", s.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"); err != nil {
@@ -173,4 +164,26 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// GiveToPostgres makes the postgres user own paths when the test runs as
+// root (the server refuses to run as root, so it runs as postgres and must
+// read them), and reports whether it did; as another user it does nothing.
+func GiveToPostgres(t testing.TB, paths ...string) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root and there is no postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, p := range paths {
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return true
 }
