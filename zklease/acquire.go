@@ -39,6 +39,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := s.check(ctx, r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	called := time.Now()
 	lost := s.lostChan()
 	parent := s.parent(r.Key)
 	// The same token again through this store: refresh the node it granted,
@@ -47,7 +48,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		var gr lease.Grant
 		var err error
 		if g.waiting {
-			gr, err = s.settle(ctx, r, parent, g, false, 0, 0)
+			gr, err = s.settle(ctx, r, parent, g, false, 0, 0, called)
 		} else {
 			var st *zk.Stat
 			if st, err = s.refresh(r, g); err == nil {
@@ -68,14 +69,15 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		// at the back of the queue.
 		s.forget(r.Token)
 	}
+	created := time.Now()
 	ours, pst, err := s.create(parent, r)
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
 	// The create and a write to the parent ran in one transaction: the
 	// parent's pzxid is our node's czxid and its mtime our node's ctime.
-	mine := grant{key: r.Key, path: ours, version: 0, mtime: pst.Mtime, ttlMs: r.TTL.Milliseconds()}
-	g, err := s.settle(ctx, r, parent, mine, true, pst.Pzxid, pst.Mtime)
+	mine := grant{key: r.Key, path: ours, version: 0, mtime: pst.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: pst.Pzxid, wrote: created}
+	g, err := s.settle(ctx, r, parent, mine, true, pst.Pzxid, pst.Mtime, called)
 	if err != nil {
 		var held *lease.HeldError
 		if errors.As(err, &held) {
@@ -118,7 +120,7 @@ func (s *Store) create(parent string, r lease.Request) (string, *zk.Stat, error)
 // creation time (server ms). Otherwise mine is r.Token's queue entry, which
 // settle refreshes (the write tells the server's time) unless it grants the
 // key at once.
-func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine grant, fresh bool, fence, now int64) (lease.Grant, error) {
+func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine grant, fresh bool, fence, now int64, called time.Time) (lease.Grant, error) {
 	ours := mine.path
 	oursName := ours[len(parent)+1:]
 	refreshed := fresh // the creation counts as the entry's first write
@@ -169,7 +171,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			continue
 		}
 		if ahead == 0 {
-			return s.grantLowest(r, mine, fence)
+			return s.grantLowest(r, mine, fence, called)
 		}
 		if !refreshed {
 			// Refresh our entry (another TTL, same place); the write's mtime
@@ -183,23 +185,33 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		}
 		low := nodes[0]
 		lowPath := parent + "/" + low.name
-		data, st, err := s.conn.Get(lowPath)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // released meanwhile: look again
-		}
-		if err != nil {
-			return lease.Grant{}, fmt.Errorf("read %s: %w", redactPath(lowPath), err)
-		}
-		d := decodeData(data)
-		if d.expiresAt(st.Mtime) <= now {
-			// Its owner has not refreshed it for its TTL (its session may
-			// live on): take it away, unless it was refreshed since we read
-			// it.
-			err := s.conn.Delete(lowPath, st.Version)
-			if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				return lease.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(lowPath), err)
+		// The lowest node is read to drop it once its TTL ran out and to
+		// name the holder in the HeldError. A new entry of the Client's with
+		// another waiter between it and the lowest skips that read: the
+		// waiter right behind the lowest looks at it, and so does this
+		// entry's next attempt, at the latest a renew interval later.
+		peek := !fresh || !r.Queue || !r.RecordLater || ahead < 2
+		var d nodeData
+		st := &zk.Stat{}
+		if peek {
+			data, lst, err := s.conn.Get(lowPath)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // released meanwhile: look again
 			}
-			continue
+			if err != nil {
+				return lease.Grant{}, fmt.Errorf("read %s: %w", redactPath(lowPath), err)
+			}
+			d, st = decodeData(data), lst
+			if d.expiresAt(st.Mtime) <= now {
+				// Its owner has not refreshed it for its TTL (its session may
+				// live on): take it away, unless it was refreshed since we
+				// read it.
+				err := s.conn.Delete(lowPath, st.Version)
+				if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+					return lease.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(lowPath), err)
+				}
+				continue
+			}
 		}
 		if s.watching() {
 			// Wake subscribers when the node goes: a queued waiter watches
@@ -226,14 +238,21 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		}
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}
 		if !d.Waiting {
-			// The lowest node holds the key; the nodes between it and ours
-			// are queued waiters.
-			held.Holder, held.Fence, held.Remaining = d.Holder, uint64(st.Czxid), remaining(d, st.Mtime, now)
+			// The lowest node holds the key (taken to be so when not read);
+			// the nodes between it and ours are queued waiters.
+			if peek {
+				held.Holder, held.Fence, held.Remaining = d.Holder, uint64(st.Czxid), remaining(d, st.Mtime, now)
+			}
 			held.Queued--
 		}
 		switch {
+		case fresh && r.Queue && r.RecordLater:
+			// Keep our node as the token's queue entry, as created: the
+			// Client's entries carry no waiting mark (see grantLowest).
+			mine.waiting = true
+			s.remember(r, mine)
 		case fresh && r.Queue:
-			// Keep our node as the token's queue entry.
+			// Keep our node as the token's queue entry, marked waiting.
 			mine.waiting = true
 			if _, err := s.refresh(r, mine); err != nil {
 				return lease.Grant{}, fmt.Errorf("queue %s: %w", redactPath(ours), err)
@@ -251,14 +270,28 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 }
 
 // grantLowest grants the key to r once our node mine is the lowest: a node
-// just created holds it already (its fence is fence); a queue entry becomes
-// the holder by a version-checked write that also starts the lease's TTL.
-func (s *Store) grantLowest(r lease.Request, mine grant, fence int64) (lease.Grant, error) {
+// just created holds it already (its fence is fence). A queue entry becomes
+// the holder by a version-checked write that clears its waiting mark and
+// starts the lease's TTL, except with r.RecordLater (the Client's queued
+// attempts) for an entry written less than half its TTL ago: it holds the
+// key as it is, without a write on the hand-off's path. Its TTL runs from
+// that write (the others judge it expired mtime + TTL after, and we sent it
+// before its mtime), which Grant.Since tells the Client; the Client's
+// entries carry no waiting mark, so nothing is left to record (were it
+// marked, Grant.Unrecorded asks the Client to renew at once, which clears
+// the mark). called is when Acquire began.
+func (s *Store) grantLowest(r lease.Request, mine grant, fence int64, called time.Time) (lease.Grant, error) {
 	if !mine.waiting {
-		s.remember(r, mine.path, &zk.Stat{Version: mine.version, Mtime: mine.mtime}, false)
+		mine.czxid = fence
+		s.remember(r, mine)
 		return lease.Grant{Fence: uint64(fence)}, nil
 	}
 	mine.waiting = false
+	ttl := min(r.TTL, time.Duration(mine.ttlMs)*time.Millisecond)
+	if since := called.Sub(mine.wrote); r.RecordLater && mine.czxid > 0 && !mine.wrote.IsZero() && since > 0 && time.Since(mine.wrote) < ttl/2 {
+		s.remember(r, mine)
+		return lease.Grant{Fence: uint64(mine.czxid), Since: since, Unrecorded: mine.marked}, nil
+	}
 	st, err := s.refresh(r, mine)
 	if err != nil {
 		return lease.Grant{}, err

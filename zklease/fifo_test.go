@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/zklease"
 )
@@ -63,11 +65,7 @@ func wantQuiet(t *testing.T, sub lease.Subscription, d time.Duration, who string
 // key reserved for a waiter reports it free; Release of a waiter removes its
 // node and reports ErrNotHeld; Renew of a queued token is ErrNotHeld.
 func TestQueueLayout(t *testing.T) {
-	srvs := servers(t)
-	ctx := testCtx(t, 30*time.Second)
-	s1 := dial(t, srvs, zklease.WithRoot(root("queue-layout")))
-	s2 := dial(t, srvs, zklease.WithRoot(s1.Root()))
-	raw := connect(t, srvs)
+	ctx, s1, s2, raw := twoStores(t, "queue-layout")
 	key, ttl := "q", 4*testTTL
 	a := lease.Request{Key: key, Token: token(), Holder: "A", TTL: ttl}
 	b := lease.Request{Key: key, Token: token(), Holder: "B", TTL: ttl}
@@ -214,4 +212,89 @@ func TestQueueWaiterSessionEnds(t *testing.T) {
 	if _, err := s3.Acquire(ctx, c); err != nil {
 		t.Fatalf("C's Acquire: %v", err)
 	}
+}
+
+// TestQueueGrantRecordLater: with Request.RecordLater (the Client's queued
+// attempts) a queue entry carries no waiting mark, so the first entry reads
+// as the holder as soon as it is the lowest, and an entry written recently
+// becomes the lease without another write: the grant has the entry's czxid
+// as fence and a positive Since (the TTL runs from the entry's last write),
+// with nothing left to record.
+func TestQueueGrantRecordLater(t *testing.T) {
+	ctx, s1, s2, raw := twoStores(t, "record-later")
+	key, ttl := "q", 4*testTTL
+	a := lease.Request{Key: key, Token: token(), Holder: "A", TTL: ttl}
+	b := lease.Request{Key: key, Token: token(), Holder: "B", TTL: ttl, RecordLater: true}
+	c := lease.Request{Key: key, Token: token(), Holder: "C", TTL: ttl}
+	if _, err := s1.Acquire(ctx, a); err != nil {
+		t.Fatalf("A's Acquire: %v", err)
+	}
+	queueReq(t, ctx, s2, b, 0)
+	parent := s1.Root() + "/" + key
+	kids, _, err := raw.Children(parent)
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("children of %s = %v, %v; want A's node and B's entry", parent, kids, err)
+	}
+	bPath := parent + "/" + sortedLast(kids)
+	data, before, err := raw.Get(bPath)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if before.Version != 0 || strings.Contains(string(data), `"waiting":true`) {
+		t.Errorf("B's entry: version %d, data %s; want it as created (no waiting mark, no second write)", before.Version, data)
+	}
+	if err := s1.Release(ctx, a); err != nil {
+		t.Fatalf("A's Release: %v", err)
+	}
+	if info, err := s1.Inspect(ctx, key); err != nil || !info.Held || info.Holder != "B" || info.Fence != uint64(before.Czxid) {
+		t.Errorf("Inspect once B's entry is the lowest: %+v, %v; want held by B, fence %d", info, err, before.Czxid)
+	}
+	b.Queue = true
+	g, err := s2.Acquire(ctx, b)
+	if err != nil {
+		t.Fatalf("B's Acquire, first in the queue: %v", err)
+	}
+	if uint64(before.Czxid) != g.Fence {
+		t.Errorf("B's fence %d, want its entry's czxid %d", g.Fence, before.Czxid)
+	}
+	if g.Since <= 0 || g.Since >= ttl/2 || g.Unrecorded {
+		t.Errorf("Grant{Since: %v, Unrecorded: %v}, want Since in (0, %v), recorded", g.Since, g.Unrecorded, ttl/2)
+	}
+	if _, after, err := raw.Get(bPath); err != nil || after.Version != before.Version {
+		t.Errorf("B's node after the grant: %v, %v; want no write (version %d)", after, err, before.Version)
+	}
+	if _, err := s1.Acquire(ctx, c); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("C's Acquire while B holds: %v, want ErrHeld", err)
+	}
+	if err := s2.Renew(ctx, b); err != nil {
+		t.Fatalf("B's Renew: %v", err)
+	}
+	if info, err := s1.Inspect(ctx, key); err != nil || !info.Held || info.Holder != "B" || info.Fence != g.Fence {
+		t.Errorf("Inspect after B's renewal: %+v, %v; want held by B with fence %d", info, err, g.Fence)
+	}
+	if err := s2.Release(ctx, b); err != nil {
+		t.Errorf("B's Release: %v", err)
+	}
+}
+
+// sortedLast returns the child with the highest sequence number.
+func sortedLast(kids []string) string {
+	last := kids[0]
+	for _, k := range kids[1:] {
+		if k[len(k)-10:] > last[len(last)-10:] {
+			last = k
+		}
+	}
+	return last
+}
+
+// twoStores returns a test context and two stores (two sessions) over one
+// fresh root named after name, and a plain connection to read the nodes.
+func twoStores(t *testing.T, name string) (context.Context, *zklease.Store, *zklease.Store, *zk.Conn) {
+	t.Helper()
+	srvs := servers(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1 := dial(t, srvs, zklease.WithRoot(root(name)))
+	s2 := dial(t, srvs, zklease.WithRoot(s1.Root()))
+	return ctx, s1, s2, connect(t, srvs)
 }

@@ -8,7 +8,11 @@
 // marks it waiting; each later Acquire of the token refreshes the entry with
 // a version-checked write (mtime + TTL is its expiry, judged by ZooKeeper's
 // clock, as for holders) and grants the key once the node is the lowest, by
-// a write that clears the mark. An entry whose owner stopped refreshing it is
+// a write that clears the mark. With Request.RecordLater (the Client's
+// queued attempts) entries carry no mark (the first one reads as the holder
+// once it is the lowest) and one written less than half its TTL ago is
+// granted without a write on the hand-off's path (Grant.Since: the TTL runs
+// from the entry's last write). An entry whose owner stopped refreshing it is
 // deleted (version-checked) by the next acquirer that finds it lowest; one
 // whose session ended is deleted by ZooKeeper. Release deletes the node,
 // holder or entry; the waiter behind it, which watches only its predecessor,

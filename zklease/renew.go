@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -71,7 +72,7 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 			return grant{}, fmt.Errorf("zklease: read %s: %w", redactPath(g.path), err)
 		}
 		d := decodeData(data)
-		g.version, g.mtime, g.ttlMs, g.waiting = st.Version, st.Mtime, d.TTLms, d.Waiting || i > 0
+		g.version, g.mtime, g.ttlMs, g.waiting, g.marked, g.czxid = st.Version, st.Mtime, d.TTLms, d.Waiting || i > 0, d.Waiting, st.Czxid
 		return g, nil
 	}
 	return grant{}, fmt.Errorf("zklease: %q is not held by this token: %w", r.Key, lease.ErrNotHeld)
@@ -80,9 +81,12 @@ func (s *Store) lookup(r lease.Request, stat bool) (grant, error) {
 // refresh writes r's data to g's node if its version is still g.version
 // (re-reading it once if another store of the same token wrote it) and
 // checks the TTL had not run out before the write. g.waiting says what the
-// node becomes: a queue entry, or the holder.
+// node becomes: a queue entry, or the holder; a queue entry is marked
+// waiting unless r.RecordLater (the Client's entries carry no mark).
 func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
-	st, err := s.conn.Set(g.path, encodeData(r, g.waiting), g.version)
+	g.marked = g.waiting && !r.RecordLater
+	g.wrote = time.Now()
+	st, err := s.conn.Set(g.path, encodeData(r, g.marked), g.version)
 	if errors.Is(err, zk.ErrBadVersion) {
 		data, cur, gerr := s.conn.Get(g.path)
 		switch {
@@ -92,7 +96,8 @@ func (s *Store) refresh(r lease.Request, g grant) (*zk.Stat, error) {
 			return nil, fmt.Errorf("read %s: %w", redactPath(g.path), gerr)
 		default:
 			g.version, g.mtime, g.ttlMs = cur.Version, cur.Mtime, decodeData(data).TTLms
-			st, err = s.conn.Set(g.path, encodeData(r, g.waiting), g.version)
+			g.wrote = time.Now()
+			st, err = s.conn.Set(g.path, encodeData(r, g.marked), g.version)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) {
@@ -115,7 +120,8 @@ func (s *Store) written(r lease.Request, g grant, st *zk.Stat) error {
 		_ = s.conn.Delete(g.path, st.Version) // else the next acquirer removes it
 		return errExpired
 	}
-	s.remember(r, g.path, st, g.waiting)
+	g.version, g.mtime, g.czxid = st.Version, st.Mtime, st.Czxid
+	s.remember(r, g)
 	return nil
 }
 
@@ -209,9 +215,11 @@ func (s *Store) renewMulti(ctx context.Context, rs []lease.Request, batch []rene
 		for k, it := range batch {
 			ops[k] = &zk.SetDataRequest{Path: it.g.path, Data: it.data, Version: it.g.version}
 		}
+		sent := time.Now()
 		res, err := s.conn.Multi(ops...)
 		if err == nil && len(res) == len(batch) {
 			for k, it := range batch {
+				it.g.wrote, it.g.marked = sent, false
 				if res[k].Stat == nil {
 					errs[it.i] = errors.New("zklease: renew: multi response without a stat")
 					continue

@@ -47,10 +47,13 @@ type Store struct {
 type grant struct {
 	key     string
 	path    string
-	version int32 // data version after our last write
-	mtime   int64 // server time of our last write (ms)
-	ttlMs   int64 // TTL of our last write
-	waiting bool  // the node is a queued waiter's entry, not the holder
+	version int32     // data version after our last write
+	mtime   int64     // server time of our last write (ms)
+	ttlMs   int64     // TTL of our last write
+	waiting bool      // the node is a queued waiter's entry, not the holder
+	marked  bool      // the node's data carries the waiting mark
+	czxid   int64     // the node's creation zxid: the holder's fence
+	wrote   time.Time // local time just before our last write was sent
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
@@ -319,10 +322,11 @@ func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key)
 
 // remember records a node this store wrote last with stat st: the holder's,
 // or a queued waiter's when waiting is set.
-func (s *Store) remember(r lease.Request, path string, st *zk.Stat, waiting bool) {
+func (s *Store) remember(r lease.Request, g grant) {
+	g.key, g.ttlMs = r.Key, r.TTL.Milliseconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.grants[r.Token] = &grant{key: r.Key, path: path, version: st.Version, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), waiting: waiting}
+	s.grants[r.Token] = &g
 }
 
 // remembered returns a copy of what the store knows of r's holder node.
