@@ -215,8 +215,13 @@ func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) 
 
 // lead runs fn under l and releases l after fn returned.
 func (e *Election) lead(ctx context.Context, l *lease.Lease, fn func(context.Context)) {
-	leaderCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	// leaderCtx derives its cancellation from the lease's context, so a loss
+	// cancels it in the same call that declares the loss: before the core
+	// releases the lost lease in the store and a successor can lead. Run's
+	// ctx, which only ends the term, cancels it through AfterFunc.
+	lc, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	leaderCtx := leaderContext{Context: lc, parent: ctx, l: l}
 	defer func() {
 		stop()
 		cancel(nil)
@@ -235,6 +240,32 @@ func (e *Election) lead(ctx context.Context, l *lease.Lease, fn func(context.Con
 }
 
 type leaseKey struct{}
+
+// leaderContext is a term's leaderCtx: Done, Err and the cancellation cause
+// come from a child of the lease's context; values and the deadline come from
+// the ctx given to Run.
+type leaderContext struct {
+	context.Context                 // child of l.Context(), cancelled when Run's ctx ends
+	parent          context.Context // Run's ctx
+	l               *lease.Lease
+}
+
+func (c leaderContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c leaderContext) Value(key any) any {
+	if _, ok := key.(leaseKey); ok {
+		return c.l
+	}
+	// The child's own chain holds the context package's cancellation keys
+	// (so contexts derived from leaderCtx are cancelled with it, directly);
+	// every other key is looked up in Run's ctx.
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.parent.Value(key)
+}
+
+func (c leaderContext) String() string { return "election.leaderCtx" }
 
 // LeaseFrom returns the leadership lease of the term whose leaderCtx (given
 // to Run's function) is ctx, or nil for any other context.

@@ -230,3 +230,57 @@ func TestRunReleasesAfterFunction(t *testing.T) {
 		t.Errorf("after Run: Leader = %+v, %v; want vacant", ld, err)
 	}
 }
+
+type ctxKey struct{}
+
+// TestLeaderContext: leaderCtx carries Run's ctx values and deadline, ends
+// in the same call that ends the lease (a successor can only follow it), and
+// ends with Run's ctx.
+func TestLeaderContext(t *testing.T) {
+	root := memlease.New()
+	defer root.Close()
+	c := memClient(t, root)
+	base, cancelBase := context.WithTimeout(ctxFor(t, 20*time.Second), 10*time.Second)
+	defer cancelBase()
+	ctx, cancel := context.WithCancel(context.WithValue(base, ctxKey{}, "v"))
+	defer cancel()
+	e, err := election.New(c, "leaderctx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms := 0
+	err = e.Run(ctx, func(leaderCtx context.Context) {
+		terms++
+		if v := leaderCtx.Value(ctxKey{}); v != "v" {
+			t.Errorf("leaderCtx.Value = %v, want Run's ctx value", v)
+		}
+		want, _ := ctx.Deadline()
+		if d, ok := leaderCtx.Deadline(); !ok || !d.Equal(want) {
+			t.Errorf("leaderCtx.Deadline = %v, %v; want Run's ctx deadline %v", d, ok, want)
+		}
+		child, cancelChild := context.WithCancel(leaderCtx)
+		defer cancelChild()
+		if terms == 2 {
+			cancel()
+			select {
+			case <-leaderCtx.Done():
+			case <-time.After(5 * time.Second):
+				t.Errorf("leaderCtx not cancelled with Run's ctx")
+			}
+			return
+		}
+		l := election.LeaseFrom(leaderCtx)
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// No wait: the lease's end cancels leaderCtx and its children
+		// synchronously.
+		if !errors.Is(context.Cause(leaderCtx), lease.ErrReleased) || child.Err() == nil {
+			t.Errorf("right after Release: Cause(leaderCtx) = %v, child.Err() = %v; want ErrReleased and cancelled",
+				context.Cause(leaderCtx), child.Err())
+		}
+	})
+	if !errors.Is(err, context.Canceled) || terms != 2 {
+		t.Errorf("Run: %v after %d terms, want context.Canceled after 2", err, terms)
+	}
+}
