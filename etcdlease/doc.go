@@ -20,6 +20,12 @@
 // it when the lease expires. The fence is the key's create revision: etcd's
 // revision counter is cluster-wide, strictly increasing and durable, and a
 // key that is deleted and created again gets a new, larger create revision.
+// A key handed over by a Release (see "Hand-off" below) keeps its create
+// revision, so its value carries the fence: token, two NUL bytes, the fence
+// in decimal, a NUL byte and the holder's identity. That fence is the
+// previous holder's plus one, which is at most the revision of the hand-off
+// (every fence is at most the revision that granted it), so fences grow
+// strictly across hand-offs and later creations alike.
 //
 // # etcd leases, TTLs and batched renewal
 //
@@ -50,19 +56,25 @@
 // order.
 //
 // Each entry is on an etcd lease of its own, granted with the TTL of the
-// attempt that queued it (rounded up to seconds) and kept alive by each later attempt of the waiter
-// (one LeaseKeepAlive): an entry expires one TTL after its waiter's last
-// attempt, on etcd's clock like every lease of the store, and etcd deletes
+// attempt that queued it (rounded up to seconds) and kept alive by each
+// later attempt of the waiter (one LeaseKeepAlive, skipped while the entry
+// was refreshed less than a quarter TTL ago: it then lives three quarters
+// of a TTL more, and the Client tries again within a third): an entry
+// expires about one TTL after its waiter's last attempt, on etcd's clock like every lease of the store, and etcd deletes
 // it. Entries are not put on the store's shared etcd lease of that TTL:
 // that lease lives as long as the process renews anything with that TTL, so
 // the entry of a waiter that stopped trying (a give-up whose Release failed,
 // a waiter with another TTL) would block the key for everyone while its
 // process holds other leases. etcd transactions have no server clock to
 // compare a stored expiry with, so an etcd lease per entry is the one sound
-// server-side expiry; it costs a LeaseGrant when a token is first queued,
-// and the entry's lease, left without keys when the waiter acquires or gives
-// up, expires by itself one TTL later. Close revokes the entry leases the
-// store wrote, so a closed client's waiters leave their queues at once.
+// server-side expiry. An entry's lease, left without keys when the waiter
+// acquires or gives up (or when a key handed to it leaves it), is kept by
+// the store as a spare for its next new entry with that TTL while it lives
+// (up to 16 per TTL; spares.go): a new entry costs a LeaseGrant only when
+// there is no spare, and a spare refreshed less than a quarter TTL ago lets
+// the refused Acquire put the entry in its own transaction. Close revokes
+// the entry leases the store wrote and its spares, so a closed client's
+// waiters leave their queues at once.
 //
 // Acquire grants a free key only if no live entry is older than the
 // token's own (if the token is not queued: only if the queue is empty); the
@@ -79,20 +91,51 @@
 // token's entry in the same transaction as the key (a waiter that gives up
 // gets lease.ErrNotHeld, having held nothing). Inspect ignores the queue.
 //
+// # Hand-off
+//
+// A Release whose store has an open subscription (a Client subscribes once
+// one of its acquisitions had to wait, and keeps the subscription) knows,
+// from the subscription's mirror of the queues, which waiter is first in the
+// key's queue. If it also knows the fence its token holds (the store granted
+// or renewed the key), its transaction hands the key over instead of
+// deleting it, on condition that the key still carries the releaser's token
+// and that waiter's entry is still first and on the etcd lease the mirror
+// saw: the key then carries the waiter's token and the fence plus one, on
+// the etcd lease of the waiter's entry, and the entry is deleted. When the
+// condition fails (a stale mirror), the same transaction releases as
+// above. A waiter the subscription knows only from its first read (keys
+// only, without the waiter's holder identity) is not handed the key. A
+// hand-off is announced to that waiter alone, and its store, if it
+// wrote the entry (and refreshed it less than half a TTL ago), grants the
+// waiter's next Acquire from the watch event, with no round trip: the
+// grant's Since counts from the entry's last refresh, and the first
+// renewal moves the key to the store's own etcd lease (one more
+// transaction, with the fence kept). A waiter's Acquire through another
+// store finds the key carrying its token and moves it the same way. etcd's
+// concurrency.Mutex hands over with a read by the next holder (its key is
+// already first once the previous one is deleted); this hands over with
+// none. A key handed to a waiter that has just given up is released by its
+// give-up (the Client's Release of a waiter's token), and one handed to a
+// waiter whose process died expires with the entry's etcd lease, one TTL
+// after that waiter's last attempt, as its entry would have blocked the
+// queue for that long.
+//
 // # Round trips
 //
 //   - Acquire: a refresh of the etcd lease (LeaseKeepAlive, or LeaseGrant
 //     for the first key of a TTL) then one transaction: create the key if
-//     its create revision is 0 and no waiter is queued ahead, else re-put it
-//     if its value holds our token (an idempotent retry), else read the
-//     holder and the queue. 2 round trips, also for the head of a queue
-//     taking a freed key (3 if its entry was written by another Store). The
-//     refresh is what makes the key live a full TTL from the acquisition
-//     even though the etcd lease is shared with older keys; it is skipped
-//     when another call refreshed the lease after this one started. A
-//     refused Acquire with Request.Queue adds a keep-alive of the entry's
-//     etcd lease (3 round trips), or, to queue a new waiter, a LeaseGrant
-//     and a Put (4).
+//     its create revision is 0 and no waiter is queued ahead, else read it
+//     if its value holds our token (an idempotent retry, or a key handed
+//     to us; one more transaction moves it to our etcd lease if it is on
+//     another), else read the holder and the queue. The refresh is skipped while the lease was
+//     refreshed less than half a TTL ago (as it is while the heartbeat
+//     keeps any key with that TTL): the key then lives at least the TTL
+//     from that refresh, which the grant's Since tells the Client, so the
+//     local deadline and the renewals count from it. 1 round trip (2 with
+//     the refresh), also for the head of a queue taking a freed key (one
+//     more if its entry was written by another Store). A refused Acquire
+//     with Request.Queue adds a keep-alive of the entry's etcd lease, or,
+//     to queue a new waiter, a LeaseGrant and a Put.
 //   - Renew and RenewMany (lease.BatchRenewer): one LeaseKeepAlive per
 //     distinct etcd lease of the batch (normally one): 1 round trip per
 //     renewal interval for any number of keys with one TTL (measured: 1.0
@@ -104,7 +147,11 @@
 //     re-acquired by the same token through another store) is re-attached
 //     to ours by one more transaction.
 //   - Release: one transaction that deletes the key only if its value still
-//     holds our token — never by key alone — and our queue entry if any.
+//     holds our token — never by key alone — and our queue entry if any,
+//     or hands the key to the first waiter (see "Hand-off").
+//   - Acquire of a key handed to the waiter's token: no round trip when the
+//     store saw the hand-off (see "Hand-off"), else the one transaction
+//     above and one more to move the key to the store's etcd lease.
 //   - Inspect: one read. Inspect and HeldError report the holder and fence
 //     but not the remaining TTL (Remaining is 0): etcd reports lease TTLs
 //     in whole seconds only, and it would cost a round trip.
@@ -146,8 +193,8 @@
 // # Failed releases
 //
 // A key lives as long as its etcd lease, and the store's etcd lease for a
-// TTL is shared: every acquisition refreshes it, and so does every renewal
-// of any key on it. A key whose Release failed (a timeout during a leader
+// TTL is shared: acquisitions refresh it (unless it was refreshed less than
+// half a TTL ago), and so does every renewal of any key on it. A key whose Release failed (a timeout during a leader
 // election, a cancelled ctx, a lost response), or that the Client gave up on
 // (its clean-up after an acquisition with an unknown outcome, or after a
 // local loss, is a Release too), would therefore never expire while the

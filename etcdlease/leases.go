@@ -83,22 +83,23 @@ func (s *Store) keepAlive(ctx context.Context, l *etcdLease) (int64, error) {
 }
 
 // leaseFor returns the store's etcd lease for ttl (rounded up to seconds),
-// refreshed by etcd no earlier than start: a key attached to it now lives at
-// least ttl from start. It refreshes the current lease, or grants a new one
-// if there is none or etcd lost it. Concurrent calls for one TTL share a
-// refresh that started after them.
-func (s *Store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time) (*etcdLease, error) {
+// refreshed by etcd no earlier than start, and when its last refresh was
+// sent: a key attached to it now lives at least ttl from then. It refreshes
+// the current lease, or grants a new one if there is none or etcd lost it.
+// Concurrent calls for one TTL share a refresh that started after them.
+func (s *Store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time) (*etcdLease, time.Time, error) {
 	secs := ttlSeconds(ttl)
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return nil, ErrClosed
+			return nil, time.Time{}, ErrClosed
 		}
 		l := s.leases[secs]
 		if l != nil && !l.refreshed.Before(start) {
+			refreshed := l.refreshed
 			s.mu.Unlock()
-			return l, nil
+			return l, refreshed, nil
 		}
 		if wait := s.busy[secs]; wait != nil {
 			s.mu.Unlock()
@@ -106,7 +107,7 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -118,8 +119,12 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time
 		s.mu.Lock()
 		delete(s.busy, secs)
 		close(done)
+		var refreshed time.Time
+		if l != nil {
+			refreshed = l.refreshed
+		}
 		s.mu.Unlock()
-		return l, err
+		return l, refreshed, err
 	}
 }
 

@@ -26,8 +26,9 @@ var errSubClosed = errors.New("etcdlease: subscription closed")
 // when it is deleted (a release, or the expiry of its etcd lease) and when
 // an entry of its queue of waiters is deleted (a waiter gave up or its entry
 // expired: the next waiter may now be first), except when the same
-// transaction created the key (the entry's waiter acquired it: the others
-// have nothing new to try). Each announcement names the waiter first in the
+// transaction put the key (the entry's waiter acquired it: the others have
+// nothing new to try; or a Release handed it to that waiter, which is
+// announced with that waiter as Next and noted for the store's Acquire). Each announcement names the waiter first in the
 // key's queue, from a mirror of the namespace's queues: Subscribe reads the
 // queue entries once (keys only) and the watch, which starts right after that
 // read, keeps the mirror current. The watch requires
@@ -97,9 +98,8 @@ type subscription struct {
 	done   chan struct{}
 	once   sync.Once
 
-	// Used by Next only.
-	pending []lease.Announcement // announcements not yet returned
-	queues  queues               // the namespace's queues of waiters, as of the last event
+	pending []lease.Announcement // announcements not yet returned; used by Next only
+	queues  queues               // the namespace's queues of waiters, as of the last event; s.mu guards it
 }
 
 var _ lease.Announcer = (*subscription)(nil)
@@ -132,7 +132,7 @@ func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announceme
 			if resp.Canceled {
 				return lease.Announcement{}, errors.New("etcdlease: the watch was cancelled")
 			}
-			sub.pending = sub.queues.apply(resp.Events, sub.s.prefix)
+			sub.pending = sub.apply(resp.Events)
 		case <-ctx.Done():
 			return lease.Announcement{}, ctx.Err()
 		case <-sub.done:
@@ -145,11 +145,12 @@ func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announceme
 }
 
 // queues mirrors the queues of waiters of a namespace: lease key → token →
-// create revision of the token's entry.
-type queues map[string]map[string]int64
+// the token's entry.
+type queues map[string]map[string]entry
 
-// readQueues reads every queue entry under the store's prefix (keys only)
-// and returns them with the revision of the read.
+// readQueues reads every key under the store's prefix (keys only: the
+// entries' holders are not known until the watch delivers them) and returns
+// the queue entries with the revision of the read.
 func (s *Store) readQueues(ctx context.Context) (queues, int64, error) {
 	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -157,23 +158,24 @@ func (s *Store) readQueues(ctx context.Context) (queues, int64, error) {
 	}
 	q := make(queues)
 	for _, kv := range resp.Kvs {
-		q.put(strings.TrimPrefix(string(kv.Key), s.prefix), kv.CreateRevision)
+		q.put(strings.TrimPrefix(string(kv.Key), s.prefix), kv, false)
 	}
 	return q, resp.Header.Revision, nil
 }
 
-// put records the entry rel (an etcd key without the prefix) if it is one.
-func (q queues) put(rel string, created int64) {
+// put records the entry rel (an etcd key without the prefix) if it is one;
+// valued says kv carries its value (the waiter's holder).
+func (q queues) put(rel string, kv *mvccpb.KeyValue, valued bool) {
 	key, token, ok := strings.Cut(rel, queueSep)
 	if !ok {
 		return
 	}
 	m := q[key]
 	if m == nil {
-		m = make(map[string]int64)
+		m = make(map[string]entry)
 		q[key] = m
 	}
-	m[token] = created
+	m[token] = entry{rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), holder: string(kv.Value), valued: valued}
 }
 
 // del forgets the entry rel if it is one.
@@ -194,9 +196,9 @@ func (q queues) del(rel string) {
 func (q queues) head(key string) string {
 	var first string
 	var rev int64
-	for token, r := range q[key] {
-		if first == "" || r < rev {
-			first, rev = token, r
+	for token, e := range q[key] {
+		if first == "" || e.rev < rev {
+			first, rev = token, e.rev
 		}
 	}
 	return first
@@ -205,39 +207,64 @@ func (q queues) head(key string) string {
 // apply updates the mirror with events, in order, and returns what they
 // announce, each key once, with the waiter first in its queue after all of
 // events: deleted lease keys, and the lease keys of deleted queue entries
-// unless the key was created at the same revision (the entry's waiter
-// acquired it; etcd delivers all the events of one transaction in one
-// response).
-func (q queues) apply(events []*clientv3.Event, prefix string) []lease.Announcement {
+// unless the key was put at the same revision (etcd delivers all the events
+// of one transaction in one response): the entry's waiter acquired it, and
+// the others have nothing new to try; or a Release handed it to that
+// waiter, which is announced to it alone (Next is its token) and noted for
+// the store's Acquire (takeHanded). Any other put or delete of a lease key
+// drops the store's note of a hand-off of it.
+func (sub *subscription) apply(events []*clientv3.Event) []lease.Announcement {
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := sub.queues
 	type at struct {
 		key string
 		rev int64
 	}
-	created := make(map[at]bool)
+	puts := make(map[at]*mvccpb.KeyValue)
 	for _, ev := range events {
-		if key, entry := leaseKeyOf(strings.TrimPrefix(string(ev.Kv.Key), prefix)); ev.Type == mvccpb.PUT && !entry {
-			created[at{key, ev.Kv.ModRevision}] = true
+		if key, entry := leaseKeyOf(strings.TrimPrefix(string(ev.Kv.Key), s.prefix)); ev.Type == mvccpb.PUT && !entry {
+			puts[at{key, ev.Kv.ModRevision}] = ev.Kv
 		}
 	}
 	var keys []string
+	var as []lease.Announcement
 	seen := make(map[string]bool)
 	for _, ev := range events {
-		rel := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+		rel := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
+		key, isEntry := leaseKeyOf(rel)
 		if ev.Type == mvccpb.PUT {
-			q.put(rel, ev.Kv.CreateRevision)
+			q.put(rel, ev.Kv, true)
+			if !isEntry {
+				if h, ok := s.handed[key]; ok && h.rev < ev.Kv.ModRevision {
+					delete(s.handed, key)
+				}
+			}
 			continue
 		}
 		q.del(rel)
-		key, entry := leaseKeyOf(rel)
-		if seen[key] || (entry && created[at{key, ev.Kv.ModRevision}]) {
+		if !isEntry {
+			delete(s.handed, key)
+		}
+		if isEntry {
+			if kv := puts[at{key, ev.Kv.ModRevision}]; kv != nil {
+				_, token, _ := strings.Cut(rel, queueSep)
+				if t, _, fence := decodeValue(kv.Value); t == token && fence > 0 && kv.CreateRevision != kv.ModRevision {
+					s.handed[key] = handed{token: token, fence: fence, lease: clientv3.LeaseID(kv.Lease), created: kv.CreateRevision, rev: kv.ModRevision}
+					as = append(as, lease.Announcement{Key: key, Next: token})
+				}
+				continue
+			}
+		}
+		if seen[key] {
 			continue
 		}
 		seen[key] = true
 		keys = append(keys, key)
 	}
-	as := make([]lease.Announcement, len(keys))
-	for i, key := range keys {
-		as[i] = lease.Announcement{Key: key, Next: q.head(key)}
+	for _, key := range keys {
+		as = append(as, lease.Announcement{Key: key, Next: q.head(key)})
 	}
 	return as
 }

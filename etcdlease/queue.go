@@ -82,6 +82,8 @@ func position(q []*mvccpb.KeyValue, ek string) (int, *mvccpb.KeyValue) {
 type queued struct {
 	rev     int64
 	id      clientv3.LeaseID
+	secs    int64     // the TTL of its etcd lease, in seconds
+	sent    time.Time // when the entry's etcd lease was last refreshed (the request's send time)
 	expires time.Time // local estimate of the entry's expiry, for pruning
 }
 
@@ -121,33 +123,45 @@ func (s *Store) forget(ek string) {
 }
 
 // enqueue refreshes r.Token's entry in r.Key's queue, own as just read (nil
-// if absent): one keep-alive of the entry's etcd lease. An absent entry, or
-// one whose etcd lease expired since the read, is appended to the queue on a
-// new etcd lease of r.TTL: one grant and one put.
+// if absent): one keep-alive of the entry's etcd lease, none if the store
+// refreshed it less than a quarter of its TTL ago (it then lives at least
+// three quarters of a TTL more, and the Client's next attempt comes within
+// a renewal interval, a third of a TTL). An absent entry, or one whose etcd
+// lease expired since the read, is appended to the queue with a put, on a
+// spare etcd lease (kept alive first unless refreshed less than a quarter
+// of its TTL ago) or, if the store has none, on a new etcd lease of r.TTL.
 func (s *Store) enqueue(ctx context.Context, r lease.Request, own *mvccpb.KeyValue) error {
 	ek := s.entryKey(r.Key, r.Token)
-	ttl := time.Duration(ttlSeconds(r.TTL)) * time.Second
+	secs := ttlSeconds(r.TTL)
 	if own != nil {
+		id := clientv3.LeaseID(own.Lease)
+		q, ok := s.remembered(ek)
+		if ok && q.id == id && fresh(q.sent, q.secs) {
+			return nil
+		}
+		if ok && q.id == id {
+			secs = q.secs
+		}
 		sent := time.Now()
-		_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(own.Lease))
+		_, err := s.cli.KeepAliveOnce(ctx, id)
 		if err == nil {
-			s.remember(ek, queued{rev: own.CreateRevision, id: clientv3.LeaseID(own.Lease), expires: sent.Add(ttl)})
+			s.remember(ek, queued{rev: own.CreateRevision, id: id, secs: secs, sent: sent, expires: sent.Add(time.Duration(secs) * time.Second)})
 			return nil
 		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return fmt.Errorf("keep-alive of the queue entry: %w", err)
 		}
 		// The entry expired after the read: queue again, at the back.
+		secs = ttlSeconds(r.TTL)
 	}
 	s.forget(ek)
-	sent := time.Now()
-	g, err := s.cli.Grant(ctx, ttlSeconds(r.TTL))
+	id, sent, err := s.entryLease(ctx, secs)
 	if err != nil {
-		return fmt.Errorf("granting the queue entry's etcd lease: %w", err)
+		return err
 	}
 	// A plain put: if the entry appeared since the read (a concurrent call
 	// with the same token), it keeps its create revision, i.e. its place.
-	resp, err := s.cli.Put(ctx, ek, r.Holder, clientv3.WithLease(g.ID), clientv3.WithPrevKV())
+	resp, err := s.cli.Put(ctx, ek, r.Holder, clientv3.WithLease(id), clientv3.WithPrevKV())
 	if err != nil {
 		return fmt.Errorf("queueing: %w", err)
 	}
@@ -155,19 +169,60 @@ func (s *Store) enqueue(ctx context.Context, r lease.Request, own *mvccpb.KeyVal
 	if resp.PrevKv != nil {
 		rev = resp.PrevKv.CreateRevision
 	}
-	s.remember(ek, queued{rev: rev, id: g.ID, expires: sent.Add(ttl)})
+	s.remember(ek, queued{rev: rev, id: id, secs: secs, sent: sent, expires: sent.Add(time.Duration(secs) * time.Second)})
 	return nil
 }
 
+// fresh reports whether an etcd lease of secs seconds refreshed at sent
+// was refreshed less than a quarter of its TTL ago.
+func fresh(sent time.Time, secs int64) bool {
+	return time.Since(sent) < time.Duration(secs)*time.Second/4
+}
+
+// entryLease returns an etcd lease of secs seconds for a new queue entry,
+// and the send time of its last refresh: a spare, kept alive first unless
+// it is fresh, or a new one.
+func (s *Store) entryLease(ctx context.Context, secs int64) (clientv3.LeaseID, time.Time, error) {
+	for {
+		sp, ok := s.takeSpare(secs)
+		if !ok {
+			break
+		}
+		if fresh(sp.sent, secs) {
+			return sp.id, sp.sent, nil
+		}
+		sent := time.Now()
+		_, err := s.cli.KeepAliveOnce(ctx, sp.id)
+		if err == nil {
+			return sp.id, sent, nil
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return 0, time.Time{}, fmt.Errorf("keep-alive of a spare etcd lease: %w", err)
+		}
+	}
+	sent := time.Now()
+	g, err := s.cli.Grant(ctx, secs)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("granting the queue entry's etcd lease: %w", err)
+	}
+	return g.ID, sent, nil
+}
+
 // revokeQueued revokes the etcd leases of the entries the store wrote,
-// which deletes the entries: its waiters leave their queues at once.
+// which deletes the entries (its waiters leave their queues at once), of
+// the keys handed to it that are still on their entry's lease, and its
+// spare leases.
 func (s *Store) revokeQueued(ctx context.Context) {
 	s.mu.Lock()
-	var ids []clientv3.LeaseID
+	ids := s.spareIDsLocked()
 	for _, q := range s.queued {
 		ids = append(ids, q.id)
 	}
+	for _, c := range s.carried {
+		ids = append(ids, c.id)
+	}
 	clear(s.queued)
+	clear(s.carried)
 	s.mu.Unlock()
 	for _, id := range ids {
 		_, _ = s.cli.Revoke(ctx, id) // best effort: it expires after its TTL

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasekit/lease"
@@ -150,34 +151,39 @@ func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue,
 	case dead[id]:
 		return fmt.Errorf("etcdlease: renew %q: its etcd lease %x is gone: %w", r.Key, kv.Lease, lease.ErrNotHeld)
 	case l != nil && !dead[l.id] && id == l.id:
-		s.record(r.Key, r.Token, kv.CreateRevision, l.id, at)
+		s.record(r.Key, r.Token, kv.CreateRevision, l.id, at, fenceOf(kv))
 		return nil
 	}
-	// Re-attached keys are read again by the next round, which records them.
-	if err := s.reattach(ctx, r, kv, start); err != nil {
+	l, _, err := s.leaseFor(ctx, r.TTL, start)
+	if err == nil {
+		at, err = s.reattach(ctx, r, kv, l)
+	}
+	if err != nil {
 		return fmt.Errorf("etcdlease: renew %q: %w", r.Key, err)
 	}
+	s.reattached(s.entryKey(r.Key, r.Token), id)
+	s.record(r.Key, r.Token, kv.CreateRevision, l.id, at, fenceOf(kv))
 	return nil
 }
 
-// reattach moves r's key, found on another etcd lease than the store's for
-// its TTL, to the store's lease, if it still has the same value and create
-// revision.
-func (s *Store) reattach(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, start time.Time) error {
-	l, err := s.leaseFor(ctx, r.TTL, start)
-	if err != nil {
-		return err
-	}
+// reattach moves r's key, found on another etcd lease than l (the store's
+// for its TTL), to l, if it has not changed since it was read as kv (same
+// modification revision: the value, with its fence, is kept). It returns
+// the revision of the move.
+func (s *Store) reattach(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, l *etcdLease) (int64, error) {
 	k := s.prefix + r.Key
-	cmps := append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision))
+	cmps := append(ours(k, r.Token), clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision))
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(k, string(kv.Value), clientv3.WithLease(l.id))).Commit()
 	if err != nil {
-		return err
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.drop(l)
+		}
+		return 0, err
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("the key changed: %w", lease.ErrNotHeld)
+		return 0, fmt.Errorf("the key changed: %w", lease.ErrNotHeld)
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 func isNotHeld(err error) bool { return errors.Is(err, lease.ErrNotHeld) }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -43,6 +44,9 @@ type Store struct {
 	queued  map[string]queued       // queue entries this store wrote, by etcd key (queue.go)
 	orphans map[orphanID]*etcdLease // keys whose Release failed, and their etcd lease (orphans.go)
 	held    map[string]held         // keys granted or checked, by lease key (vouch.go)
+	handed  map[string]handed       // hand-offs the subscriptions saw, by lease key (handoff.go)
+	spares  map[int64][]spare       // etcd leases that carry nothing, by TTL in seconds (spares.go)
+	carried map[string]spare        // entry leases that carry a key handed to the store, by lease key
 	watch   *renewWatch             // the renewal watch, nil if none (vouch.go)
 	closed  bool
 }
@@ -79,6 +83,9 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		queued:  make(map[string]queued),
 		orphans: make(map[orphanID]*etcdLease),
 		held:    make(map[string]held),
+		handed:  make(map[string]handed),
+		spares:  make(map[int64][]spare),
+		carried: make(map[string]spare),
 	}, nil
 }
 
@@ -117,9 +124,9 @@ func check(r lease.Request, needTTL bool) error {
 // encode returns the value stored for a holder: token, NUL, holder.
 func encode(token, holder string) string { return token + "\x00" + holder }
 
-// decode splits a stored value into token and holder.
+// decode splits a stored value into token and holder (see decodeValue).
 func decode(v []byte) (token, holder string) {
-	t, h, _ := strings.Cut(string(v), "\x00")
+	t, h, _ := decodeValue(v)
 	return t, h
 }
 
@@ -139,10 +146,13 @@ func ours(key, token string) []clientv3.Cmp {
 const maxHandOffTries = 3
 
 // Acquire takes r.Key for r.Token: it refreshes (or grants) the store's etcd
-// lease for r.TTL, then in one transaction creates the key on it if the key
+// lease for r.TTL unless it was refreshed less than half a TTL ago (the
+// grant's Since then says when), then in one transaction creates the key on it if the key
 // does not exist and no waiter is queued ahead of r.Token (removing r.Token's
-// queue entry), re-puts it if it already carries r.Token (same fence, now on
-// the refreshed etcd lease), and otherwise reads the holder and the queue.
+// queue entry), reads it if it already carries r.Token (same fence; see
+// again), and otherwise reads the holder and the queue. A key handed to
+// r.Token that the store's subscription saw is granted first, with no
+// round trip (see takeHanded).
 // A free key whose queue has r.Token at its head, when the store does not
 // remember the entry's create revision, takes one more transaction. When
 // the key cannot be granted the error is a *lease.HeldError, and with
@@ -153,55 +163,94 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := check(r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	if g, ok := s.takeHanded(r); ok {
+		return g, nil
+	}
 	s.adopt(r)
 	s.purge(ctx)
-	l, err := s.leaseFor(ctx, r.TTL, time.Now())
+	// The store's etcd lease for r.TTL, unless it was refreshed less than
+	// half a TTL ago, is refreshed first. A key attached to it lives at least
+	// the TTL from that refresh, which Grant.Since tells the Client: while
+	// the heartbeat keeps the lease alive (a client holding anything with
+	// this TTL), an acquisition costs no keep-alive of its own, and its
+	// renewals fall in step with the others on that lease.
+	called := time.Now()
+	l, refreshed, err := s.leaseFor(ctx, r.TTL, called.Add(-r.TTL/2))
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 	}
+	since := max(called.Sub(refreshed), 0)
 	k := s.prefix + r.Key
 	ek := s.entryKey(r.Key, r.Token)
 	var rev int64 // the create revision of our queue entry, 0 if none
-	if q, ok := s.remembered(ek); ok {
+	q, queuedBefore := s.remembered(ek)
+	if queuedBefore {
 		rev = q.rev
 	}
+	// A waiter not yet queued is queued by the refused transaction itself
+	// when the store has a spare etcd lease refreshed recently (spares.go).
+	secs := ttlSeconds(r.TTL)
+	var sp spare
+	withSpare := false
+	if r.Queue && !queuedBefore {
+		sp, withSpare = s.freshSpare(secs)
+	}
+	defer func() {
+		if withSpare {
+			s.addSpare(sp) // not used
+		}
+	}()
 	put := clientv3.OpPut(k, encode(r.Token, r.Holder), clientv3.WithLease(l.id))
 	for try := 1; ; try++ {
 		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, s.noneAhead(r.Key, r.Token, rev)...)
+		refused := []clientv3.Op{clientv3.OpGet(k), s.opQueue(r.Key)}
+		if withSpare {
+			refused = append(refused, clientv3.OpPut(ek, r.Holder, clientv3.WithLease(sp.id)))
+		}
 		resp, err := s.cli.Txn(ctx).
 			If(cmps...).
 			Then(put, clientv3.OpDelete(ek)).
 			Else(clientv3.OpTxn(ours(k, r.Token),
-				[]clientv3.Op{put, clientv3.OpGet(k)},
-				[]clientv3.Op{clientv3.OpGet(k), s.opQueue(r.Key)})).
+				[]clientv3.Op{clientv3.OpGet(k), clientv3.OpDelete(ek)},
+				refused)).
 			Commit()
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && !withSpare {
 				s.drop(l)
 			}
+			// With a spare, the lease not found may be the spare's (the
+			// next attempt tells), and after any other error the spare may
+			// carry our entry: it is not used again.
+			withSpare = false
 			return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 		}
 		if resp.Succeeded {
 			s.forget(ek)
-			s.record(r.Key, r.Token, resp.Header.Revision, l.id, resp.Header.Revision)
-			return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost}, nil
+			if queuedBefore {
+				s.addSpare(spare{id: q.id, secs: q.secs, sent: q.sent}) // its entry is deleted
+			}
+			s.record(r.Key, r.Token, resp.Header.Revision, l.id, resp.Header.Revision, resp.Header.Revision)
+			return lease.Grant{Fence: uint64(resp.Header.Revision), Lost: l.lost, Since: since}, nil
 		}
 		inner := resp.Responses[0].GetResponseTxn()
-		if inner == nil || len(inner.Responses) != 2 {
+		if inner == nil || len(inner.Responses) < 2 {
 			return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: malformed transaction response", r.Key)
 		}
 		if inner.Succeeded {
-			kvs := inner.Responses[1].GetResponseRange().GetKvs()
-			if len(kvs) == 0 {
-				// Impossible within one transaction: the key existed.
-				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
-			}
-			s.record(r.Key, r.Token, kvs[0].CreateRevision, l.id, resp.Header.Revision)
-			return lease.Grant{Fence: uint64(kvs[0].CreateRevision), Lost: l.lost}, nil
+			return s.again(ctx, r, inner.Responses[0].GetResponseRange().GetKvs(), l, since, resp.Header.Revision)
 		}
 		kvs := inner.Responses[0].GetResponseRange().GetKvs()
 		ahead, own := position(inner.Responses[1].GetResponseRange().GetKvs(), ek)
-		if own == nil {
+		var queuedNow int64 // the create revision of the entry this transaction put
+		if withSpare {
+			queuedNow = resp.Header.Revision
+			if own != nil {
+				queuedNow = own.CreateRevision // a put keeps an entry's place
+			}
+			s.remember(ek, queued{rev: queuedNow, id: sp.id, secs: secs, sent: sp.sent, expires: sp.sent.Add(time.Duration(secs) * time.Second)})
+			withSpare, queuedBefore = false, true
+			q, _ = s.remembered(ek)
+		} else if own == nil {
 			s.forget(ek)
 		}
 		if len(kvs) == 0 && ahead == 0 {
@@ -210,7 +259,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 			if try == maxHandOffTries {
 				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: the key and its queue changed under %d transactions in a row", r.Key, try)
 			}
-			rev = 0
+			rev = queuedNow
 			if own != nil {
 				rev = own.CreateRevision
 			}
@@ -219,9 +268,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}
 		if len(kvs) > 0 {
 			_, held.Holder = decode(kvs[0].Value)
-			held.Fence = uint64(kvs[0].CreateRevision)
+			held.Fence = uint64(fenceOf(kvs[0]))
 		}
-		if r.Queue {
+		if r.Queue && queuedNow == 0 {
 			if err := s.enqueue(ctx, r, own); err != nil {
 				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 			}
@@ -230,10 +279,44 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	}
 }
 
+// again grants r.Key to r.Token, which it already carries (kvs as read at
+// revision at): an idempotent retry, or the acquisition of a key handed
+// over to r.Token that the store did not learn of from its subscription.
+// The key keeps its fence; if it is on another etcd lease than l (a queue
+// entry's, after a hand-off), one more transaction moves it to l.
+func (s *Store) again(ctx context.Context, r lease.Request, kvs []*mvccpb.KeyValue, l *etcdLease, since time.Duration, at int64) (lease.Grant, error) {
+	if len(kvs) == 0 {
+		// Impossible within one transaction: the key existed.
+		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: key vanished inside a transaction", r.Key)
+	}
+	kv := kvs[0]
+	ek := s.entryKey(r.Key, r.Token)
+	q, queued := s.remembered(ek)
+	s.forget(ek) // the transaction deleted the entry
+	if clientv3.LeaseID(kv.Lease) != l.id {
+		rev, err := s.reattach(ctx, r, kv, l)
+		if err != nil {
+			return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+		}
+		at = rev
+		s.reattached(ek, clientv3.LeaseID(kv.Lease))
+	}
+	if queued { // the entry is deleted, and the key is on l
+		s.addSpare(spare{id: q.id, secs: q.secs, sent: q.sent})
+	}
+	s.record(r.Key, r.Token, kv.CreateRevision, l.id, at, fenceOf(kv))
+	return lease.Grant{Fence: uint64(fenceOf(kv)), Lost: l.lost, Since: since}, nil
+}
+
 // Release deletes r.Key if its value still carries r.Token, and r.Token's
 // queue entry if any, in one transaction; if r.Token did not hold the key it
-// returns an error matching lease.ErrNotHeld. Deleting the entry is the
-// announcement to waiters (see Subscribe). Orphans (keys whose Release
+// returns an error matching lease.ErrNotHeld. Deleting the key or the entry
+// is the announcement to waiters (see Subscribe). When the store knows the
+// waiter first in the key's queue (from an open subscription) and the fence
+// r.Token holds, the same transaction hands the key over instead, if that
+// waiter is still first: the key then carries the waiter's token and the
+// fence plus one, on the etcd lease of its queue entry, which is deleted
+// (see handoff.go). Orphans (keys whose Release
 // failed) are deleted first; when this transaction fails, r becomes one:
 // the store's next Acquire, RenewMany or Release deletes it.
 func (s *Store) Release(ctx context.Context, r lease.Request) error {
@@ -244,23 +327,36 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 		return err
 	}
 	s.adopt(r) // this call deletes it
+	cmps, handOff, ok := s.handOff(r)
 	s.unrecord(r.Key)
 	s.purge(ctx)
 	k := s.prefix + r.Key
 	ek := s.entryKey(r.Key, r.Token)
-	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).
-		Then(clientv3.OpDelete(k), clientv3.OpDelete(ek)).
-		Else(clientv3.OpDelete(ek)).
-		Commit()
+	release := clientv3.OpTxn(ours(k, r.Token),
+		[]clientv3.Op{clientv3.OpDelete(k), clientv3.OpDelete(ek)},
+		[]clientv3.Op{clientv3.OpDelete(ek)})
+	txn := s.cli.Txn(ctx)
+	if ok {
+		txn = txn.If(cmps...).Then(append(handOff, clientv3.OpDelete(ek))...).Else(release)
+	} else {
+		txn = txn.Then(release)
+	}
+	resp, err := txn.Commit()
 	if err != nil {
 		// The key may still carry r.Token, on an etcd lease that the
 		// store's other operations keep alive: it would never expire.
 		s.orphan(r)
+		s.settle(ek, false, false)
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
-	// The entry's etcd lease, now without keys, expires after its TTL.
-	s.forget(ek)
-	if !resp.Succeeded {
+	if ok && resp.Succeeded {
+		s.settle(ek, true, true)
+		return nil // handed over
+	}
+	inner := resp.Responses[0].GetResponseTxn()
+	released := inner != nil && inner.Succeeded
+	s.settle(ek, true, released)
+	if !released {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
 	}
 	return nil
@@ -285,7 +381,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		return lease.Info{Key: key}, nil
 	}
 	_, holder := decode(resp.Kvs[0].Value)
-	return lease.Info{Key: key, Held: true, Holder: holder, Fence: uint64(resp.Kvs[0].CreateRevision)}, nil
+	return lease.Info{Key: key, Held: true, Holder: holder, Fence: uint64(fenceOf(resp.Kvs[0]))}, nil
 }
 
 // revokeTimeout bounds how long Close spends revoking the store's etcd leases.

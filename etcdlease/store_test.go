@@ -157,13 +157,20 @@ func TestStoreRoundTrips(t *testing.T) {
 		r := req("k"+string(rune('a'+i)), 2*time.Second)
 		rs = append(rs, r)
 		cnt.take()
-		if _, err := s.Acquire(ctx, r); err != nil {
+		g, err := s.Acquire(ctx, r)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
 			want("first Acquire", map[string]int{"LeaseGrant": 1, "Txn": 1})
 		} else {
-			want("Acquire", map[string]int{"LeaseKeepAlive": 1, "Txn": 1})
+			// The store's etcd lease was refreshed (granted) less than
+			// half a TTL ago: no keep-alive, and the grant says since when
+			// the key's TTL runs.
+			want("Acquire", map[string]int{"Txn": 1})
+			if g.Since <= 0 || g.Since >= time.Second {
+				t.Errorf("Acquire %d: Grant.Since = %v, want in (0, 1s): the TTL runs from the etcd lease's last refresh", i, g.Since)
+			}
 		}
 	}
 	for i, err := range s.RenewMany(ctx, rs) {
@@ -191,7 +198,14 @@ func TestStoreRoundTrips(t *testing.T) {
 	if !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("Acquire of a held key: %v", err)
 	}
-	want("Acquire of a held key", map[string]int{"LeaseKeepAlive": 1, "Txn": 1})
+	want("Acquire of a held key", map[string]int{"Txn": 1})
+	// Once the etcd lease's last refresh is half a TTL old, Acquire
+	// refreshes it first.
+	time.Sleep(time.Second)
+	if _, err := s.Acquire(ctx, req("fresh", 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want("Acquire after half a TTL", map[string]int{"LeaseKeepAlive": 1, "Txn": 1})
 }
 
 // TestStoreLeaseLost: when the store's etcd lease disappears (here revoked

@@ -20,7 +20,8 @@ import (
 
 // held is what the store knows of a key that it granted or found ours in a
 // full check: at revision since, the key carried token, had create revision
-// rev and was on the store's etcd lease id. stale is set when the renewal
+// rev, was on etcd lease id (the store's, or a queue entry's after a
+// hand-off) and its holder's fence was fence. stale is set when the renewal
 // watch reported a change of the key after since (a delete, or a put that
 // is not ours on id); the next renewal then reads the key again.
 type held struct {
@@ -28,6 +29,7 @@ type held struct {
 	rev   int64
 	id    clientv3.LeaseID
 	since int64
+	fence int64
 	stale bool
 }
 
@@ -52,16 +54,22 @@ func (w *renewWatch) close() {
 	_ = w.w.Close()
 }
 
-// record remembers that r.Key carried token with create revision rev on
-// etcd lease id at revision since. If the watch already read events after
-// since, one of them may have concerned the key: the record starts stale.
-func (s *Store) record(key, token string, rev int64, id clientv3.LeaseID, since int64) {
+// record remembers that r.Key carried token with create revision rev and
+// fence on etcd lease id at revision since. If the watch already read events
+// after since, one of them may have concerned the key: the record starts
+// stale.
+func (s *Store) record(key, token string, rev int64, id clientv3.LeaseID, since, fence int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recordLocked(key, token, rev, id, since, fence)
+}
+
+// recordLocked is record with s.mu held.
+func (s *Store) recordLocked(key, token string, rev int64, id clientv3.LeaseID, since, fence int64) {
 	if s.closed {
 		return
 	}
-	h := held{token: token, rev: rev, id: id, since: since}
+	h := held{token: token, rev: rev, id: id, since: since, fence: fence}
 	if w := s.watch; w != nil && w.lastEv > since {
 		h.stale = true
 	}
