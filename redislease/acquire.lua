@@ -7,9 +7,15 @@
 -- KEYS[2] fence counter (plain string, no TTL)
 -- KEYS[3] queue: zset of waiting tokens, score = arrival order
 -- KEYS[4] queue expiries: zset of the same tokens, score = entry expiry (ms)
---         (all four keys share one hash tag, hence one cluster slot)
+-- KEYS[5] queue details: hash token -> "ttl:store:holder" of each waiter, so that
+--         a release can hand the key to the first waiter (release.lua)
+--         (all five keys share one hash tag, hence one cluster slot)
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] TTL in whole milliseconds,
--- ARGV[4] '1' to queue the token when it cannot be granted the key
+-- ARGV[4] '1' to queue the token when it cannot be granted the key,
+-- ARGV[5] the caller's store identifier when that store hears the release
+--         channels ('' otherwise): a queued entry then records its TTL, that
+--         identifier and its holder (KEYS[5]), and a release may hand the key
+--         to it
 --
 -- Returns {1, fence} when the caller holds the lease afterwards, or
 -- {0, holder, pttl, fence, ahead} when it does not: held by someone else, or
@@ -48,13 +54,14 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
-
 -- The common case, kept to the fewest server calls (each costs about as
--- much as a small command): the key is free and nobody is queued.
-if not cur[1] and redis.call('EXISTS', KEYS[3]) == 0 then
+-- much as a small command): the key is free and nobody is queued, which one
+-- EXISTS of both keys tells.
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   return grant(clock())
 end
+
+local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
 
 local nowus = clock()
 local nowms = math.floor(nowus / 1000)
@@ -64,6 +71,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms)
 for _, w in ipairs(expired) do
   redis.call('ZREM', KEYS[3], w)
   redis.call('ZREM', KEYS[4], w)
+  redis.call('HDEL', KEYS[5], w)
 end
 
 -- rank: the caller's place in the queue (nil if not queued); ahead: how many
@@ -88,10 +96,16 @@ local function enqueue()
     redis.call('ZADD', KEYS[3], string.format('%.0f', arrival), token)
   end
   redis.call('ZADD', KEYS[4], string.format('%.0f', nowms + ttl), token)
+  if ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[5], token, ARGV[3] .. ':' .. ARGV[5] .. ':' .. ARGV[2])
+  else
+    redis.call('HDEL', KEYS[5], token) -- its store no longer listens
+  end
   local maxexp = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
   local keep = tonumber(maxexp[2]) - nowms
   redis.call('PEXPIRE', KEYS[3], keep)
   redis.call('PEXPIRE', KEYS[4], keep)
+  redis.call('PEXPIRE', KEYS[5], keep)
 end
 
 if cur[1] then
@@ -118,6 +132,7 @@ end
 if rank then
   redis.call('ZREM', KEYS[3], token)
   redis.call('ZREM', KEYS[4], token)
+  redis.call('HDEL', KEYS[5], token)
 end
 
 return grant(nowus)

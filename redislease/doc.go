@@ -39,11 +39,17 @@
 //     key ever leased (a few dozen bytes per distinct key).
 //   - P + "{" + esc(K) + "}:q" and P + "{" + esc(K) + "}:qx": K's FIFO
 //     queue of waiters (see below), two sorted sets of waiting tokens scored
-//     by arrival order and by entry expiry. They exist only while waiters are
-//     queued.
+//     by arrival order and by entry expiry, and P + "{" + esc(K) + "}:qd", a
+//     hash of the TTL, store identifier and holder of each waiter whose
+//     store listens (for the hand-off, below). They exist only while
+//     waiters are queued.
 //   - P + "released": the Pub/Sub channel on which a release publishes K,
 //     followed by a NUL byte and the token of the first live waiter when
 //     one is queued, so that only that waiter looks (lease.Announcer).
+//   - P + "released:" + a store's random identifier: that store's own
+//     channel. A release that hands K to one of its waiters (below)
+//     publishes there alone, adding a NUL byte and the fence, so the other
+//     clients of the namespace do not wake. A Subscription listens to both.
 //
 // esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
 // Cluster hash tag is always exactly the escaped key (never empty, since
@@ -52,7 +58,8 @@
 // not contain '{' or '}'.
 //
 // There is ONE release channel per namespace: every subscribed client of a
-// namespace receives every release in it and ignores the keys nobody waits
+// namespace receives every release in it (except the hand-offs, which go to
+// the receiving store's own channel) and ignores the keys nobody waits
 // for. Use distinct prefixes to keep unrelated, busy namespaces apart.
 // Expiries are not announced; the lease Client waits for the holder's TTL.
 // A *redis.Ring also works, but its shards do not forward Pub/Sub messages
@@ -86,6 +93,27 @@
 // key is free (a waiter gave up) it publishes K, so the next waiter looks
 // again. All of this happens inside the acquire and release scripts: still
 // one EVALSHA, one round trip, per operation.
+//
+// # Hand-off
+//
+// A waiter queued through a store that has an open Subscription (the lease
+// Client's waiters always do) records its TTL, its store's identifier and
+// its holder in ":qd". A
+// Release by the holder then hands K to the first live waiter in the same
+// script, when that waiter has such a record: K carries the waiter's token,
+// holder and a new fence (granted as Acquire grants one), with the waiter's
+// TTL, and the waiter leaves the queue; the announcement names the waiter
+// and the fence, and goes to the waiter's store's own channel only. The
+// waiter's store, having read that announcement, grants
+// the waiter's next Acquire with no request (Grant.Since counts the TTL from
+// the waiter's last queueing request, which was sent before the hand-off);
+// a store that has not read it yet asks the server, which grants the same
+// fence (the token already holds K). A waiter that gives up releases K,
+// which hands it on; a waiter that died holds K until its TTL runs out, like
+// a dead holder. A waiter queued through a store that does not listen is not
+// handed K: the release frees K, reserved for it. With WithReplicaAck, the
+// store does not grant from the announcement (its Acquire asks the server
+// and waits for the replicas).
 //
 // # Operations
 //

@@ -19,14 +19,17 @@ func (s *Store) fenceKey(key string) string {
 	return s.leaseKey(key) + ":fence"
 }
 
-// queueKey is key's queue of waiters (a zset: token -> arrival order), in the
-// same cluster slot as leaseKey.
-func (s *Store) queueKey(key string) string {
-	return s.leaseKey(key) + ":q"
-}
-
-// queueExpiryKey holds the expiry of each entry of queueKey (a zset: token ->
-// expiry in Unix milliseconds of the server clock), in the same cluster slot.
-func (s *Store) queueExpiryKey(key string) string {
-	return s.leaseKey(key) + ":qx"
+// scriptKeys returns, escaping key once, the keys the acquire and release
+// scripts use, all in the same cluster slot (same hash tag):
+//   - lk, the lease hash (leaseKey);
+//   - fence, the fence counter (fenceKey);
+//   - q, key's queue of waiters (a zset: token -> arrival order);
+//   - qx, the expiry of each entry of q (a zset: token -> expiry in Unix
+//     milliseconds of the server clock);
+//   - qd, the details of each entry of q whose store listens (a hash: token
+//     -> "ttl-ms:store-id:holder"), so that a release can hand the key to
+//     the first waiter.
+func (s *Store) scriptKeys(key string) (lk, fence, q, qx, qd string) {
+	lk = s.leaseKey(key)
+	return lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qd"
 }

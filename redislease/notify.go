@@ -24,15 +24,18 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redislease: subscribe: %w", err)
 	}
-	ps := s.client.Subscribe(ctx, s.channel)
+	ps := s.client.Subscribe(ctx, s.channel, s.own)
+	confirmed := 0
 	// A server that accepted the connection but never answers must not hold
 	// Subscribe past ctx: closing the PubSub unblocks Receive.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	for {
 		msg, err := ps.Receive(ctx)
 		if err == nil {
-			if m, ok := msg.(*redis.Subscription); ok && m.Kind == "subscribe" && m.Channel == s.channel {
-				break
+			if m, ok := msg.(*redis.Subscription); ok && m.Kind == "subscribe" && (m.Channel == s.channel || m.Channel == s.own) {
+				if confirmed++; confirmed == 2 {
+					break
+				}
 			}
 			continue
 		}
@@ -48,7 +51,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		// ctx ended just as the confirmation arrived; ps is closed.
 		return nil, fmt.Errorf("redislease: subscribe %q: %w", s.channel, ctx.Err())
 	}
-	return &subscription{ps: ps}, nil
+	s.waiters.listening.Add(1)
+	return &subscription{ps: ps, w: &s.waiters}, nil
 }
 
 var _ lease.Announcer = (*subscription)(nil)
@@ -57,6 +61,7 @@ var _ lease.Announcer = (*subscription)(nil)
 // be called concurrently with itself; Close may be called at any time.
 type subscription struct {
 	ps     *redis.PubSub
+	w      *waiters // the store's: records hand-offs to its waiters
 	closed atomic.Bool
 }
 
@@ -72,7 +77,9 @@ func (s *subscription) Next(ctx context.Context) (string, error) {
 
 // NextAnnouncement is Next with the token of the waiter at the head of the
 // key's queue when it was released (see [lease.Announcer]): the message is
-// the key, then a NUL byte and the token when a waiter is queued.
+// the key, then a NUL byte and the token when a waiter is queued, and a
+// further NUL byte and the fence when the release handed the key to that
+// waiter (recorded for the store's Acquire, see takeHanded).
 func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	if err := ctx.Err(); err != nil {
 		return lease.Announcement{}, err
@@ -92,8 +99,8 @@ func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement
 			return lease.Announcement{}, fmt.Errorf("redislease: subscription: %w", err)
 		}
 		if m, ok := msg.(*redis.Message); ok {
-			key, next, _ := strings.Cut(m.Payload, "\x00")
-			return lease.Announcement{Key: key, Next: next}, nil
+			key, rest, _ := strings.Cut(m.Payload, "\x00")
+			return lease.Announcement{Key: key, Next: s.w.announced(key, rest)}, nil
 		}
 		// Subscription confirmations (also after a reconnect) and our own
 		// wake-up pongs.
@@ -108,6 +115,7 @@ func (s *subscription) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.w.listening.Add(-1)
 	if err := s.ps.Close(); err != nil {
 		return fmt.Errorf("redislease: close subscription: %w", err)
 	}

@@ -1,18 +1,25 @@
--- release.lua: free a lease if the caller's token holds it, take the token
--- out of the key's queue of waiters, and announce the key when it is free,
--- naming the live waiter at the head of the queue.
+-- release.lua: free a lease if the caller's token holds it, or hand it to the
+-- first live waiter in the key's queue; take the token out of the queue; and
+-- announce the key, naming the waiter at the head of the queue.
 --
--- KEYS[1] lease hash (the fence counter is kept)
--- KEYS[2] queue (zset, arrival order), KEYS[3] queue expiries (zset)
+-- KEYS[1] lease hash (fields token, holder, fence)
+-- KEYS[2] queue (zset, arrival order), KEYS[3] queue expiries (zset),
+-- KEYS[4] queue details (hash token -> "ttl:store:holder"), KEYS[5] fence
+--         counter
 --         (same hash tag as KEYS[1], hence the same cluster slot)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] original lease key
 --
--- Returns 1 when released, 0 when the token does not hold the key. A waiter
--- that gives up (0: it held nothing) still leaves the queue, and if the key
--- is free the key is published so that the next waiter looks again.
+-- Returns 1 when released (or handed over), 0 when the token does not hold
+-- the key. A waiter that gives up (0: it held nothing) still leaves the
+-- queue, and if the key is free the key is published so that the next
+-- waiter looks again.
 --
 -- The announcement is the key, followed by a NUL byte and the token of the
--- next waiter when one is queued (keys never contain NUL).
+-- next waiter when one is queued (keys never contain NUL), published on the
+-- release channel; when the release handed the key to that waiter, it is
+-- followed by a further NUL byte and the fence it was granted, and published
+-- on the waiter's store's own channel (the release channel, ':', the store's
+-- identifier) only, since no other waiter can take the key.
 
 -- Redis 3.2-4.x need effects replication because TIME is not deterministic;
 -- from 5.0 on it is the default and this call is a no-op.
@@ -20,25 +27,47 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
--- announce publishes the key and the first live waiter, dropping the
--- expired entries ahead of it.
-local function announce()
+-- dequeue forgets waiter w.
+local function dequeue(w)
+  redis.call('ZREM', KEYS[2], w)
+  redis.call('ZREM', KEYS[3], w)
+  redis.call('HDEL', KEYS[4], w)
+end
+
+-- head returns the first live waiter, dropping the expired entries ahead of
+-- it (at most 64 per call), and the server clock in microseconds.
+local function head()
   local t = redis.call('TIME')
-  local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local msg = ARGV[3]
+  local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local nowms = math.floor(nowus / 1000)
   for _ = 1, 64 do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)
     if not h[1] then
-      break
+      return nil, nowus
     end
     if tonumber(redis.call('ZSCORE', KEYS[3], h[1]) or '0') > nowms then
-      msg = msg .. '\0' .. h[1]
-      break
+      return h[1], nowus
     end
-    redis.call('ZREM', KEYS[2], h[1])
-    redis.call('ZREM', KEYS[3], h[1])
+    dequeue(h[1])
   end
-  redis.call('PUBLISH', ARGV[2], msg)
+  return nil, nowus
+end
+
+-- handOff gives the free key to waiter w (its details: ttl, holder) as
+-- acquire.lua's grant would: a fence larger than the last and at least the
+-- server clock, the waiter's holder and TTL. It returns the fence.
+local function handOff(w, ttl, holder, nowus)
+  local last = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+  local fence = last + 1
+  if nowus > fence then
+    fence = nowus
+  end
+  fence = string.format('%.0f', fence)
+  redis.call('SET', KEYS[5], fence)
+  redis.call('HSET', KEYS[1], 'token', w, 'holder', holder, 'fence', fence)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  dequeue(w)
+  return fence
 end
 
 local cur = redis.call('HGET', KEYS[1], 'token')
@@ -50,14 +79,29 @@ if cur == ARGV[1] then
     redis.call('PUBLISH', ARGV[2], ARGV[3])
     return 1
   end
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  announce()
+  dequeue(ARGV[1])
+  local w, nowus = head()
+  local msg = ARGV[3]
+  if w then
+    msg = msg .. '\0' .. w
+    local ttl, sid, holder = string.match(redis.call('HGET', KEYS[4], w) or '', '^(%d+):([^:]+):(.*)$')
+    if ttl then
+      redis.call('PUBLISH', ARGV[2] .. ':' .. sid, msg .. '\0' .. handOff(w, ttl, holder, nowus))
+      return 1
+    end
+  end
+  redis.call('PUBLISH', ARGV[2], msg)
   return 1
 end
 local dequeued = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 if dequeued == 1 and not cur then
-  announce()
+  local w = head()
+  local msg = ARGV[3]
+  if w then
+    msg = msg .. '\0' .. w
+  end
+  redis.call('PUBLISH', ARGV[2], msg)
 end
 return 0

@@ -69,7 +69,7 @@ var inScript = map[string]bool{
 	"hmget": true, "hget": true, "hset": true, "get": true, "set": true, "del": true,
 	"pexpire": true, "pttl": true, "time": true, "publish": true,
 	"zadd": true, "zrem": true, "zrank": true, "zcard": true, "zrange": true, "zrangebyscore": true,
-	"exists": true, "zscore": true,
+	"exists": true, "zscore": true, "hdel": true,
 }
 
 // heldWith returns nil if err is a *lease.HeldError with queued waiters ahead.

@@ -31,8 +31,11 @@ var (
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
-	channel string
+	channel string     // the namespace's release channel
+	own     string     // this store's channel: hand-offs to its waiters
+	id      string     // random; names own and this store's queue entries
 	ack     replicaAck // WithReplicaAck: WAIT after each write
+	waiters waiters    // this store's queued waiters and the keys handed to them
 }
 
 // New returns a Store that keeps leases in Redis through client. The store
@@ -54,7 +57,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := c.ack.check(client); err != nil {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
-	return &Store{client: client, prefix: c.prefix, channel: c.prefix + "released", ack: c.ack}, nil
+	id, err := storeID()
+	if err != nil {
+		return nil, fmt.Errorf("redislease: %w", err)
+	}
+	ch := c.prefix + "released"
+	return &Store{client: client, prefix: c.prefix, channel: ch, own: ch + ":" + id, id: id, ack: c.ack}, nil
 }
 
 // Prefix returns the namespace prefix of the store's keys.
@@ -63,7 +71,9 @@ func (s *Store) Prefix() string { return s.prefix }
 // Client returns the Redis client the store was given (its caller owns it).
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Channel returns the Pub/Sub channel on which releases are published.
+// Channel returns the namespace's Pub/Sub channel, on which releases are
+// published; a release that hands a key to a waiter is published on the
+// waiter's store's own channel instead (see the package documentation).
 func (s *Store) Channel() string { return s.channel }
 
 // Limits reports the store's limits: keys of at most MaxKeyLen bytes and a
@@ -89,13 +99,20 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	queue := "0"
+	if g, ok := s.takeHanded(r); ok {
+		return g, nil
+	}
+	queue, listens := "0", ""
 	if r.Queue {
 		queue = "1"
 	}
-	cmd, ack := s.run(ctx, acquireScript,
-		[]string{s.leaseKey(r.Key), s.fenceKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
-		r.Token, r.Holder, ttlMillis(r.TTL), queue)
+	if s.waiters.listening.Load() > 0 {
+		listens = s.id
+	}
+	sent := time.Now()
+	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
+	cmd, ack := s.run(ctx, acquireScript, []string{lk, fk, qk, qx, qd},
+		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens)
 	res, err := cmd.Slice()
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
@@ -112,6 +129,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 		}
+		if r.Queue {
+			s.waiters.settle(r.Token)
+		}
 		return lease.Grant{Fence: fence}, nil
 	}
 	holder, err1 := replyString(res, 1)
@@ -120,6 +140,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	ahead, err4 := replyInt(res, 4)
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	}
+	if r.Queue {
+		s.waiters.noteQueued(r.Key, r.Token, sent)
 	}
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }
@@ -157,8 +180,9 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}
-	cmd, ack := s.run(ctx, releaseScript, []string{s.leaseKey(r.Key), s.queueKey(r.Key), s.queueExpiryKey(r.Key)},
-		r.Token, s.channel, r.Key)
+	s.waiters.settle(r.Token)
+	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
+	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key)
 	n, err := cmd.Int64()
 	if err == nil && n == 1 {
 		err = ack // released on the primary, but not on enough replicas
