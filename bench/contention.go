@@ -112,6 +112,20 @@ func (c *contRun) phase(ctx context.Context, env *Env, dur time.Duration) {
 	}
 }
 
+// contentionWarmUp is how long each system contends, unmeasured, before
+// its first measured phase.
+const contentionWarmUp = 300 * time.Millisecond
+
+// warmUp runs one unmeasured phase and forgets what it measured.
+func (c *contRun) warmUp(ctx context.Context, env *Env) {
+	if c.lockers == nil {
+		return
+	}
+	c.phase(ctx, env, contentionWarmUp)
+	c.st = &contention{lastWorker: -1, per: make([]int, len(c.lockers))}
+	c.el, c.reqs, c.cost = 0, 0, redisCost{}
+}
+
 // result closes the lockers and returns the measurement.
 func (c *contRun) result() Result {
 	if c.lockers == nil {
@@ -132,13 +146,18 @@ func (c *contRun) result() Result {
 	if st.withPrev > 0 {
 		r.RetakePct = f64(100 * float64(st.retakes) / float64(st.withPrev))
 	}
+	var handoffMax *float64
 	if len(st.handoff) > 0 {
-		p50, p99, _ := summary(st.handoff)
+		p50, p99, mx := summary(st.handoff)
 		r.HandoffOtherP50Ms, r.HandoffOtherP99Ms = p50, p99
+		handoffMax = mx
 	}
 	r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs = summary(st.waits)
 	r.P50Ms, r.P99Ms, r.MaxMs = r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs
 	r.Counters = map[string]any{"censored_waits": st.censored, "retakes": st.retakes, "handoffs_other": len(st.handoff)}
+	if handoffMax != nil {
+		r.Counters["handoff_other_max_ms"] = *handoffMax
+	}
 	c.cost.record(&r, st.total)
 	if c.reqs > 0 && st.total > 0 && c.sys.Store != "file" && c.sys.Store != "memory" {
 		r.Counters["client_requests_per_op"] = float64(c.reqs) / float64(st.total)
@@ -154,6 +173,12 @@ func runContentions(ctx context.Context, env *Env, syss []System, scenario strin
 	cs := make([]*contRun, len(syss))
 	for i, sys := range syss {
 		cs[i] = setupContention(ctx, env, sys, scenario, workers, hold)
+	}
+	// A warm-up phase per system, not measured: the first waits open what
+	// a system opens lazily (leasekit's release subscription, a pool's
+	// further connections), once per worker.
+	for _, c := range cs {
+		c.warmUp(ctx, env)
 	}
 	slice := dur / time.Duration(rounds)
 	for round := 0; round < rounds && ctx.Err() == nil; round++ {

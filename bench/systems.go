@@ -79,6 +79,10 @@ func allSystems() []System {
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
 				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw/redis")), key: key, ttl: ttl}, nil
 			}},
+		{Name: "raw-fenced", Store: "redis", Note: "the least a fenced lock costs: one Lua script (SET NX PX, then INCR of a fence key) + Lua compare-and-delete; cycle only",
+			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
+				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced/redis")), key: key, ttl: ttl, fenced: true}, nil
+			}},
 		rl("redislock-noretry", "bsm/redislock v0.9.4, NoRetry (cycle only: it cannot wait)",
 			redislock.NoRetry, false),
 		rl("redislock-linear", "bsm/redislock v0.9.4, LinearBackoff(100ms), fresh per Obtain",
@@ -275,17 +279,37 @@ const rawUnlock = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.ca
 
 var rawUnlockScript = redis.NewScript(rawUnlock)
 
+// rawFencedLock takes KEYS[1] for token ARGV[1] for ARGV[2] ms if it is free
+// and returns the next value of the fence counter KEYS[2], or 0.
+const rawFencedLock = `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) end return 0`
+
+var rawFencedLockScript = redis.NewScript(rawFencedLock)
+
+// rawLocker is the raw floor: SET NX PX (or, fenced, rawFencedLock) and a
+// compare-and-delete, polling every 10 ms.
 type rawLocker struct {
-	rdb *redis.Client
-	key string
-	ttl time.Duration
+	rdb    *redis.Client
+	key    string
+	ttl    time.Duration
+	fenced bool
 }
 
 func (r *rawLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
 	token := randToken()
 	key := "bench:raw:" + r.key
+	if r.fenced {
+		key = "bench:raw-fenced:{" + r.key + "}"
+	}
 	for {
-		ok, err := r.rdb.SetNX(ctx, key, token, r.ttl).Result()
+		var ok bool
+		var err error
+		if r.fenced {
+			var fence int64
+			fence, err = rawFencedLockScript.Run(ctx, r.rdb, []string{key, key + ":fence"}, token, r.ttl.Milliseconds()).Int64()
+			ok = fence > 0
+		} else {
+			ok, err = r.rdb.SetNX(ctx, key, token, r.ttl).Result()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
