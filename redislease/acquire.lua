@@ -31,108 +31,108 @@ if redis.replicate_commands then
 end
 
 local token, ttl = ARGV[1], tonumber(ARGV[3])
+local t = nil -- the server clock (TIME's reply), once read
 
--- grant takes the free key: the new fence is larger than the last one
--- granted for this key and at least the server's clock in microseconds, so
--- it keeps growing even when the counter was lost (a restart without
--- persistence, a failover).
-local function grant(nowus)
-  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local fence = last + 1
-  if nowus > fence then
-    fence = nowus
+-- The common case, kept to the fewest server calls and no closures: the key
+-- is free and nobody is queued, which one EXISTS of both keys tells; the
+-- grant at the end follows. Otherwise, the queue decides.
+if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
+  local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
+
+  t = redis.call('TIME')
+  local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local nowms = math.floor(nowus / 1000)
+
+  -- Drop the waiters whose entry expired (not refreshed for their TTL).
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms)
+  for _, w in ipairs(expired) do
+    redis.call('ZREM', KEYS[3], w)
+    redis.call('ZREM', KEYS[4], w)
+    redis.call('HDEL', KEYS[5], w)
   end
-  fence = string.format('%.0f', fence)
-  redis.call('SET', KEYS[2], fence)
-  redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  return {1, fence}
-end
 
-local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- The common case, kept to the fewest server calls (each costs about as
--- much as a small command): the key is free and nobody is queued, which one
--- EXISTS of both keys tells.
-if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
-  return grant(clock())
-end
-
-local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
-
-local nowus = clock()
-local nowms = math.floor(nowus / 1000)
-
--- Drop the waiters whose entry expired (not refreshed for their TTL).
-local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms)
-for _, w in ipairs(expired) do
-  redis.call('ZREM', KEYS[3], w)
-  redis.call('ZREM', KEYS[4], w)
-  redis.call('HDEL', KEYS[5], w)
-end
-
--- rank: the caller's place in the queue (nil if not queued); ahead: how many
--- live waiters are before it.
-local rank = redis.call('ZRANK', KEYS[3], token)
-local ahead = rank
-if not rank then
-  ahead = redis.call('ZCARD', KEYS[3])
-end
-
--- enqueue appends the caller (arrival = the server clock in microseconds, but
--- always after the last waiter, should the clock step back) or refreshes its
--- entry in place, and makes the queue keys outlive their last entry by
--- nothing, so an abandoned queue vanishes.
-local function enqueue()
+  -- rank: the caller's place in the queue (nil if not queued); ahead: how
+  -- many live waiters are before it.
+  local rank = redis.call('ZRANK', KEYS[3], token)
+  local ahead = rank
   if not rank then
-    local arrival = nowus
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    if last[2] and tonumber(last[2]) >= arrival then
-      arrival = tonumber(last[2]) + 1
+    ahead = redis.call('ZCARD', KEYS[3])
+  end
+
+  -- enqueue appends the caller (arrival = the server clock in
+  -- microseconds, but always after the last waiter, should the clock step
+  -- back) or refreshes its entry in place, and makes the queue keys outlive
+  -- their last entry by nothing, so an abandoned queue vanishes.
+  local function enqueue()
+    if not rank then
+      local arrival = nowus
+      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+      if last[2] and tonumber(last[2]) >= arrival then
+        arrival = tonumber(last[2]) + 1
+      end
+      redis.call('ZADD', KEYS[3], string.format('%.0f', arrival), token)
     end
-    redis.call('ZADD', KEYS[3], string.format('%.0f', arrival), token)
+    redis.call('ZADD', KEYS[4], string.format('%.0f', nowms + ttl), token)
+    if ARGV[5] ~= '' then
+      redis.call('HSET', KEYS[5], token, ARGV[3] .. ':' .. ARGV[5] .. ':' .. ARGV[2])
+    else
+      redis.call('HDEL', KEYS[5], token) -- its store no longer listens
+    end
+    local maxexp = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+    local keep = tonumber(maxexp[2]) - nowms
+    redis.call('PEXPIRE', KEYS[3], keep)
+    redis.call('PEXPIRE', KEYS[4], keep)
+    redis.call('PEXPIRE', KEYS[5], keep)
   end
-  redis.call('ZADD', KEYS[4], string.format('%.0f', nowms + ttl), token)
-  if ARGV[5] ~= '' then
-    redis.call('HSET', KEYS[5], token, ARGV[3] .. ':' .. ARGV[5] .. ':' .. ARGV[2])
-  else
-    redis.call('HDEL', KEYS[5], token) -- its store no longer listens
+
+  if cur[1] then
+    if cur[1] == token then
+      redis.call('PEXPIRE', KEYS[1], ARGV[3])
+      return {1, cur[3] or '0'}
+    end
+    local pttl = redis.call('PTTL', KEYS[1])
+    if ARGV[4] == '1' then
+      enqueue()
+    end
+    return {0, cur[2] or '', pttl, cur[3] or '0', ahead}
   end
-  local maxexp = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  local keep = tonumber(maxexp[2]) - nowms
-  redis.call('PEXPIRE', KEYS[3], keep)
-  redis.call('PEXPIRE', KEYS[4], keep)
-  redis.call('PEXPIRE', KEYS[5], keep)
+
+  -- Free, but reserved for the waiters queued ahead.
+  if ahead > 0 then
+    if ARGV[4] == '1' then
+      enqueue()
+    end
+    return {0, '', 0, '0', ahead}
+  end
+
+  -- Free and the caller is first: it leaves the queue.
+  if rank then
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('ZREM', KEYS[4], token)
+    redis.call('HDEL', KEYS[5], token)
+  end
 end
 
-if cur[1] then
-  if cur[1] == token then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-    return {1, cur[3] or '0'}
-  end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[4] == '1' then
-    enqueue()
-  end
-  return {0, cur[2] or '', pttl, cur[3] or '0', ahead}
+-- Grant the free key. The fence is larger than the last one granted for
+-- this key (the counter, KEYS[2]) and at least the server's clock in
+-- microseconds, so it keeps growing even when the counter was lost (a
+-- restart without persistence, a failover). Fences are decimal strings
+-- without leading zeros: the clock's (TIME's seconds, then its microseconds
+-- padded to six digits) is compared with the counter by length, then as
+-- text, so that the common case formats no number (string.format costs
+-- about as much as a server call).
+if not t then
+  t = redis.call('TIME')
 end
-
--- Free, but reserved for the waiters queued ahead.
-if ahead > 0 then
-  if ARGV[4] == '1' then
-    enqueue()
+local fence = t[1] .. string.sub('00000' .. t[2], -6)
+local last = redis.call('GET', KEYS[2])
+if last and (#last > #fence or (#last == #fence and last >= fence)) then
+  local n = tonumber(last)
+  if n then
+    fence = string.format('%.0f', n + 1)
   end
-  return {0, '', 0, '0', ahead}
 end
-
--- Free and the caller is first: it leaves the queue.
-if rank then
-  redis.call('ZREM', KEYS[3], token)
-  redis.call('ZREM', KEYS[4], token)
-  redis.call('HDEL', KEYS[5], token)
-end
-
-return grant(nowus)
+redis.call('SET', KEYS[2], fence)
+redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
+redis.call('PEXPIRE', KEYS[1], ARGV[3]) -- the string: a Lua number would be formatted
+return {1, fence}

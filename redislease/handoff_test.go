@@ -228,3 +228,28 @@ func TestHandOffToDeadWaiter(t *testing.T) {
 		t.Fatalf("Acquire after the dead waiter's TTL: %v", err)
 	}
 }
+
+// TestHandOffFenceCounterAboveClock: a hand-off's fence follows the counter
+// when it is ahead of the server clock, as an acquisition's does.
+func TestHandOffFenceCounterAboveClock(t *testing.T) {
+	sA, sB, _ := handOffPair(t)
+	ctx := testCtx(t, 30*time.Second)
+	_ = subscribe(t, sB)
+	ttl := 10 * time.Second
+	a, b := req("k", token(t), "A", ttl), req("k", token(t), "B", ttl)
+	if _, err := sA.Acquire(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, ctx, sB, b, 0)
+	c := sharedClient(t)
+	const high = 9000000000000000
+	if err := c.Set(ctx, fenceKey(sA.Prefix(), "k"), high, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sA.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if f := heldBy(t, ctx, sA, "k", "B"); f != high+1 {
+		t.Errorf("handed fence %d, want counter+1 = %d", f, uint64(high+1))
+	}
+}

@@ -27,6 +27,16 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
+-- The common case, kept to the fewest server calls and no closures: the
+-- token holds the key and nobody is queued (a granted token has left the
+-- queue), so the key alone is announced.
+local cur = redis.call('HGET', KEYS[1], 'token')
+if cur == ARGV[1] and redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
+
 -- dequeue forgets waiter w.
 local function dequeue(w)
   redis.call('ZREM', KEYS[2], w)
@@ -35,34 +45,36 @@ local function dequeue(w)
 end
 
 -- head returns the first live waiter, dropping the expired entries ahead of
--- it (at most 64 per call), and the server clock in microseconds.
+-- it (at most 64 per call), and the server clock (TIME's reply).
 local function head()
   local t = redis.call('TIME')
-  local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local nowms = math.floor(nowus / 1000)
+  local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   for _ = 1, 64 do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)
     if not h[1] then
-      return nil, nowus
+      return nil, t
     end
     if tonumber(redis.call('ZSCORE', KEYS[3], h[1]) or '0') > nowms then
-      return h[1], nowus
+      return h[1], t
     end
     dequeue(h[1])
   end
-  return nil, nowus
+  return nil, t
 end
 
 -- handOff gives the free key to waiter w (its details: ttl, holder) as
--- acquire.lua's grant would: a fence larger than the last and at least the
--- server clock, the waiter's holder and TTL. It returns the fence.
-local function handOff(w, ttl, holder, nowus)
-  local last = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
-  local fence = last + 1
-  if nowus > fence then
-    fence = nowus
+-- acquire.lua's grant does: a fence larger than the last and at least the
+-- server clock t in microseconds (compared as decimal text, as there), the
+-- waiter's holder and TTL. It returns the fence.
+local function handOff(w, ttl, holder, t)
+  local fence = t[1] .. string.sub('00000' .. t[2], -6)
+  local last = redis.call('GET', KEYS[5])
+  if last and (#last > #fence or (#last == #fence and last >= fence)) then
+    local n = tonumber(last)
+    if n then
+      fence = string.format('%.0f', n + 1)
+    end
   end
-  fence = string.format('%.0f', fence)
   redis.call('SET', KEYS[5], fence)
   redis.call('HSET', KEYS[1], 'token', w, 'holder', holder, 'fence', fence)
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -70,23 +82,16 @@ local function handOff(w, ttl, holder, nowus)
   return fence
 end
 
-local cur = redis.call('HGET', KEYS[1], 'token')
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  -- The common case, kept to the fewest server calls: nobody is queued
-  -- (a granted token has left the queue), so the key alone is announced.
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('PUBLISH', ARGV[2], ARGV[3])
-    return 1
-  end
   dequeue(ARGV[1])
-  local w, nowus = head()
+  local w, t = head()
   local msg = ARGV[3]
   if w then
     msg = msg .. '\0' .. w
     local ttl, sid, holder = string.match(redis.call('HGET', KEYS[4], w) or '', '^(%d+):([^:]+):(.*)$')
     if ttl then
-      redis.call('PUBLISH', ARGV[2] .. ':' .. sid, msg .. '\0' .. handOff(w, ttl, holder, nowus))
+      redis.call('PUBLISH', ARGV[2] .. ':' .. sid, msg .. '\0' .. handOff(w, ttl, holder, t))
       return 1
     end
   end

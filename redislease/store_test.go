@@ -303,31 +303,76 @@ func TestFencesIncrease(t *testing.T) {
 	}
 }
 
-// The fence counter wins over the clock: fence = max(last+1, TIME in µs).
+// The fence counter wins over the clock: fence = max(last+1, TIME in µs),
+// whatever the counter's length (the scripts compare decimal text by length
+// first; fences stay exact below 2^53, the year 2255 in µs), on the uncontended path and on a grant to a queued waiter; a
+// counter that is not a number counts as 0, so the clock wins.
 func TestFenceCounterAboveClock(t *testing.T) {
 	c := sharedClient(t)
-	s := newStore(t, c)
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testCtx(t, 20*time.Second)
 	now, err := c.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	high := uint64(now.UnixMicro()) + uint64(1e12) // ~11.6 days ahead
-	if err := c.Set(ctx, fenceKey(s.Prefix(), "k"), high, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := s.Acquire(ctx, req("k", token(t), "h", time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.Fence != high+1 {
-		t.Errorf("fence %d, want counter+1 = %d", g.Fence, high+1)
-	}
-	if v, err := c.Get(ctx, fenceKey(s.Prefix(), "k")).Uint64(); err != nil || v != g.Fence {
-		t.Errorf("counter = %d, %v; want %d", v, err, g.Fence)
-	}
-	if ttl, err := c.PTTL(ctx, fenceKey(s.Prefix(), "k")).Result(); err != nil || ttl != -1 {
-		t.Errorf("counter PTTL = %v, %v; want no expiry", ttl, err)
+	us := uint64(now.UnixMicro())
+	for _, tc := range []struct {
+		name    string
+		counter string
+		want    uint64 // 0: at least the clock
+	}{
+		{"same length", fmt.Sprint(us + 1e12), us + 1e12 + 1}, // ~11.6 days ahead
+		// The largest the scripts keep exact: Lua numbers are doubles.
+		{"near 2^53", "9000000000000000", 9000000000000001},
+		{"shorter", "12345", 0},
+		{"not a number", "x", 0},
+	} {
+		for _, queued := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/queued=%v", tc.name, queued), func(t *testing.T) {
+				s := newStore(t, c)
+				fk := fenceKey(s.Prefix(), "k")
+				if err := c.Set(ctx, fk, tc.counter, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				r := req("k", token(t), "h", 5*time.Second)
+				if queued {
+					// A holder, then r queued behind it, then the holder's
+					// release: r is granted on the queue's path.
+					h := req("k", token(t), "h", 5*time.Second)
+					if _, err := s.Acquire(ctx, h); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.Set(ctx, fk, tc.counter, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+					r.Queue = true
+					if _, err := s.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
+						t.Fatalf("queueing behind the holder: %v, want ErrHeld", err)
+					}
+					if err := s.Release(ctx, h); err != nil {
+						t.Fatal(err)
+					}
+				}
+				g, err := s.Acquire(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case tc.want != 0 && g.Fence != tc.want:
+					t.Errorf("fence %d, want counter+1 = %d", g.Fence, tc.want)
+				case tc.want == 0 && g.Fence < us:
+					t.Errorf("fence %d, want at least the server clock %d µs", g.Fence, us)
+				}
+				if v, err := c.Get(ctx, fk).Uint64(); err != nil || v != g.Fence {
+					t.Errorf("counter = %d, %v; want %d", v, err, g.Fence)
+				}
+				if ttl, err := c.PTTL(ctx, fk).Result(); err != nil || ttl != -1 {
+					t.Errorf("counter PTTL = %v, %v; want no expiry", ttl, err)
+				}
+				if info, err := s.Inspect(ctx, "k"); err != nil || info.Fence != g.Fence {
+					t.Errorf("Inspect = %+v, %v; want fence %d", info, err, g.Fence)
+				}
+			})
+		}
 	}
 }
 
