@@ -32,6 +32,12 @@ import (
 	"github.com/leasekit/lease"
 )
 
+// advisoryHBLeases bounds the heartbeat scenario's leases in PostgreSQL
+// advisory mode: each session-level advisory lock takes a slot of the
+// server's shared lock table (max_locks_per_transaction × max_connections,
+// 6,400 with the defaults), which other tests share.
+const advisoryHBLeases = 2000
+
 const (
 	hbTTL   = 6 * time.Second
 	hbRenew = 2 * time.Second // the default TTL/3
@@ -64,7 +70,7 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 	case "postgres-table", "postgres-advisory":
 		h.pgTracer = &pgCounter{w}
 		if store == "postgres-advisory" {
-			h.pgConns = int32(n + 4)
+			h.pgConns = 8 // the store's one session (per TTL) plus pooled statements
 		}
 		server = pgServerCount(env.PGDSN)
 	case "etcd":
@@ -370,7 +376,7 @@ func runHeartbeats(ctx context.Context, env *Env, stores []string, n int, dur ti
 			defer wg.Done()
 			nn := n
 			if store == "postgres-advisory" {
-				nn = min(n, 40) // one server connection per held lease
+				nn = min(n, advisoryHBLeases) // each lock takes a slot of the server's lock table
 			}
 			if store == "redis" && redisAddr == "" {
 				results[i] = Result{Scenario: "heartbeat", System: "leasekit", Store: store, Clients: 1, Skipped: "no private redis-server"}

@@ -397,7 +397,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 
 	// 4. heartbeat
 	w("\n## 4. Heartbeat cost: many leases held by one client\n\n")
-	w("One `lease.Client` in its own process acquires the leases (32 goroutines, TryAcquire), waits 1.5 renew intervals for the renewals to converge, then measures for %.0f s. TTL 6 s, renew interval 2 s. *Round trips* are requests on the client's wire (go-redis hook: a pipeline counts once; pgx tracer: statements; gRPC interceptor: unary calls and stream messages; ZooKeeper: writes on the socket, pings included); for the file store, store calls (no network). *Server* is the server's own counter for the same window. *Heap per lease* is the Go heap after GC with the leases held (least of three readings over a second) minus before, divided by the number of leases (client and store state). CPU is the child process's user+system time over the window, in %% of one core. PostgreSQL advisory mode holds at most 40 leases here: it needs one server connection per held lease.\n\n", m.Plan.HBDur.Seconds())
+	w("One `lease.Client` in its own process acquires the leases (32 goroutines, TryAcquire), waits 1.5 renew intervals for the renewals to converge, then measures for %.0f s. TTL 6 s, renew interval 2 s. *Round trips* are requests on the client's wire (go-redis hook: a pipeline counts once; pgx tracer: statements; gRPC interceptor: unary calls and stream messages; ZooKeeper: writes on the socket, pings included); for the file store, store calls (no network). *Server* is the server's own counter for the same window. *Heap per lease* is the Go heap after GC with the leases held (least of three readings over a second) minus before, divided by the number of leases (client and store state). CPU is the child process's user+system time over the window, in %% of one core. PostgreSQL advisory mode holds at most %d leases here: each session-level lock takes a slot of the server's shared lock table (max_locks_per_transaction × max_connections, 6,400 by default).\n\n", m.Plan.HBDur.Seconds(), advisoryHBLeases)
 	var sources []string
 	w("| store | leases | round trips / interval | store calls / interval | server counter / interval | heap per lease | client CPU | leases lost | acquire time |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
@@ -510,10 +510,9 @@ const reportNotes = `## Reading the results
   each round; one renewal in a multi is 21 + len(path) + len(data) bytes (about 194 B here), 10,000 of
   them 1.94 MB, and ZooKeeper refuses a packet over jute.maxbuffer (0xfffff ≈ 1 MiB): ⌈1.94 / 1.0⌉ = 2
   multis, plus the client library's own session ping (the third request counted). **PostgreSQL advisory
-  mode** holds each lock on its own session, and the server must learn that each holding process is
-  alive (idle_session_timeout frees the lock of a process that stopped, even a SIGSTOPped one whose
-  kernel still answers TCP keepalives), so each lease's connection sends one statement per interval, and
-  each lease costs its connection's memory (about 80 KB client-side). **The file store** has no network:
+  mode** holds a store's leases of one TTL on one server session, so a round is one statement on it,
+  as in table mode; its floor is the server's lock table (one slot per held lock), not the network.
+  **The file store** has no network:
   its one RenewMany call per interval rewrites each lease's file (an flock and a pwrite per lease), so
   batching saves calls but no I/O: client CPU at 10,000 leases was 7.4% with one Renew call per lease and
   7.3% with RenewMany (heartbeat scenario alone, 20 s windows, same machine, one after the other).
@@ -560,7 +559,7 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(2)"):
 			key, why = "zk-contention", "**(2) ZooKeeper contention**: leasekit sends as many requests per acquisition as zk.Lock (see *requests / acq* in §2) and its hand-off is the same release, watch event and listing; what is left is on the client (the announcement passes through the client's one subscription before it wakes the waiter) and of the size of this machine's run-to-run noise."
 		case vd.store == "postgres-advisory" && strings.HasPrefix(vd.target, "(4)"):
-			key, why = "adv-hb", "**(4) PostgreSQL advisory mode**: the cost of per-lease expiry by the server; each lock lives on its own server session, so that idle_session_timeout frees the one lease whose holder stopped, which needs a statement on that session each interval and costs that connection's memory (see *Heartbeat round trips* below). The table mode is the batched PostgreSQL store (met above)."
+			key, why = "adv-hb", "**(4) PostgreSQL advisory mode**: the store's leases of one TTL share one server session and are renewed in one statement on it; a miss here means more than one session (several TTLs) or a renewal retried in the window (see results.json's counters)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(4)"):
 			key, why = "zk-hb", "**(4) ZooKeeper heartbeat**: the cost of per-lease expiry by the store; each holder node expires a TTL after its last write (a live session alone would keep a lease its holder stopped renewing), so each round writes every node, and 10,000 renewals do not fit in one packet under jute.maxbuffer (2 multis); the client library adds its own session ping (see *Heartbeat round trips* below)."
 		case vd.store == "file" && strings.HasPrefix(vd.target, "(4)"):

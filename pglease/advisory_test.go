@@ -130,12 +130,13 @@ func TestAdvisoryVanishedClient(t *testing.T) {
 // proxy forwards TCP connections to a server until blackholed: then it drops
 // every byte in both directions and keeps the connections open.
 type proxy struct {
-	ln    net.Listener
-	to    string
-	drop  atomic.Bool
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln     net.Listener
+	to     string
+	drop   atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+	wg     sync.WaitGroup
 }
 
 func startProxy(t *testing.T, to string) *proxy {
@@ -168,6 +169,13 @@ func (p *proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			// Accepted while close ran: close would not see it.
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -195,6 +203,7 @@ func (p *proxy) pipe(from, to net.Conn) {
 func (p *proxy) close() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}

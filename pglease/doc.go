@@ -42,14 +42,16 @@
 // # Advisory mode
 //
 // WithMode(ModeAdvisory) holds each lease as a session-level
-// pg_try_advisory_lock(class, object) on a connection taken out of the pool
-// (Hijack) and kept for the life of the lease. In the same statement the key's
-// row gets the new token and fence+1 (the durable per-key counter) and the
-// session gets:
+// pg_try_advisory_lock(class, object). The store keeps one dedicated
+// connection (taken out of the pool: Hijack) per TTL in use, and holds every
+// lease of that TTL on its session for as long as any of them is held; in
+// the same statement as the lock, the key's row gets the new token and
+// fence+1 (the durable per-key counter) and the session gets:
 //
 //   - idle_session_timeout = TTL: the server itself ends a session that sent
-//     nothing (no renewal) for the TTL, which frees the lock. A renewal is a
-//     statement on that session; the client considers the lease lost at
+//     nothing (no renewal) for the TTL, which frees its locks. A heartbeat
+//     round is one statement on that session for all its leases (RenewMany:
+//     UPDATE ... FROM unnest(...)); the client considers a lease lost at
 //     last-renewal-send + TTL - drift, before the server can free it.
 //   - tcp_keepalives_idle = ceil(TTL) s, interval 1 s, count 1, and
 //     tcp_user_timeout = TTL + 1 s: a backstop that makes the server drop a
@@ -59,10 +61,20 @@
 //     server that dropped a merely partitioned holder's lock before the
 //     holder's own deadline would let two clients believe they hold the key.
 //
-// A session that ends for any reason (the client closes it, the server is
-// restarted, pg_terminate_backend, the idle timeout) frees the lock at once;
-// the holder's next renewal fails and the lease is reported lost
-// (lease.ErrNotHeld). Released connections are kept for reuse (WithMaxIdleConns).
+// Expiry is therefore per session, not per lease: a holder process that
+// stops (crashes, is SIGSTOPped, loses the network) loses all its leases of
+// that TTL together; a lease its Client gives up (released, or lost by its
+// deadline) is unlocked on the session by its release. A session that ends
+// for any reason (the client closes it, the server is restarted,
+// pg_terminate_backend, the idle timeout, a failed statement) frees its
+// locks at once; the holders' next renewal fails and the leases are reported
+// lost (lease.ErrNotHeld). Statements on a session run one at a time, and the
+// caller's ctx does not interrupt one already sent (pgx ends the connection
+// of a cancelled statement, and with it every lease of the session): each is
+// bounded by the TTL (at least 1 s) instead. A session whose last lease was
+// released is kept for reuse with its idle timeout off (WithMaxIdleConns).
+// Session locks are re-entrant, so the store never tries a lock its own
+// session holds for a token the key's row names.
 //
 // Keys map to the two-int form: class = FNV-1a-32(table, namespace), object
 // = FNV-1a-32(key). Two keys of a namespace collide with probability 2^-32;
@@ -83,8 +95,8 @@
 //
 // Renew and Release through a store that does not hold the lease's session
 // (another Store value) see the row and pg_locks: Release clears the row and
-// the holding session gives up the lock at its next renewal; Renew cannot
-// extend another session and returns an error.
+// the holding session gives up its lock at the lease's next renewal; Renew
+// cannot extend another session and returns an error.
 //
 // # FIFO queue of waiters (both modes)
 //

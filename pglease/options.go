@@ -23,9 +23,9 @@ const (
 	// connection.
 	ModeTable Mode = iota
 	// ModeAdvisory holds each lease as a session-level advisory lock on a
-	// connection taken out of the pool for the life of the lease. The server
-	// frees the lock when the session ends, and ends an idle session after the
-	// TTL (idle_session_timeout).
+	// connection taken out of the pool, shared by the store's leases of the
+	// same TTL while any is held. The server frees the locks when the session
+	// ends, and ends an idle session after the TTL (idle_session_timeout).
 	ModeAdvisory
 )
 
@@ -62,7 +62,7 @@ func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 func WithNamespace(ns string) Option { return func(c *config) { c.ns = ns } }
 
 // WithMaxIdleConns sets how many dedicated connections an advisory-mode
-// store keeps for reuse after their lease was released (default 4); more are
+// store keeps for reuse once they hold no lease (default 4); more are
 // closed. Table mode ignores it.
 func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
 

@@ -11,8 +11,8 @@ type queries struct {
 
 	tabAcquire, tabRenew, tabRelease, tabRenewMany, tabInspect, tabFence string
 
-	advAcquire, advRenew, advRelease, advUnlock              string
-	advForeignRenew, advForeignRelease, advInspect, advFence string
+	advAcquire, advRenew, advRenewMany, advRelease, advUnlock string
+	advForeignRenew, advForeignRelease, advInspect, advFence  string
 }
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
@@ -214,17 +214,21 @@ FROM T c WHERE c.ns = $1 AND c.key = $2`),
 		tabFence: t(`SELECT fence FROM T WHERE ns = $1 AND key = $2 AND token = $3
 AND expires_at > clock_timestamp() FOR SHARE`),
 
-		// Advisory mode, on the lease's own connection. $1 class, $2 object,
-		// $3 ns, $4 key, $5 token, $6 holder, $7 TTL in µs, $8 TTL in ms
-		// (idle_session_timeout), $9 keepalive idle in s, $10
-		// tcp_user_timeout in ms, $11 queue. Only the head of the key's
-		// queue (no live waiter ahead, ah) tries the lock. The lock, the
-		// fence increment, the session settings and the queue update happen
-		// in one round trip; when the lock is not ours, the row tells who
-		// has it (and whether it is our own token, held through another
+		// Advisory mode, on the session the store keeps for leases of this
+		// TTL. $1 class, $2 object, $3 ns, $4 key, $5 token, $6 holder, $7
+		// TTL in µs, $8 TTL in ms (idle_session_timeout), $9 keepalive idle
+		// in s, $10 tcp_user_timeout in ms, $11 queue. Only the head of the
+		// key's queue (no live waiter ahead, ah) tries the lock, and not
+		// when this very session already holds it for a token the row names
+		// (session locks are re-entrant: the try would succeed). The lock,
+		// the fence increment, the session settings and the queue update
+		// happen in one round trip; when the lock is not ours, the row tells
+		// who has it (and whether it is our own token, held through another
 		// connection: o), and enq queues us (or refreshes our entry) when $11.
 		advAcquire: t(`WITH ` + aq(ahead, "", "", "") + `,
-l AS MATERIALIZED (SELECT CASE WHEN (SELECT n FROM ah) = 0 THEN pg_try_advisory_lock($1, $2) ELSE false END AS ok),
+l AS MATERIALIZED (SELECT CASE WHEN (SELECT n FROM ah) = 0 AND NOT EXISTS (SELECT 1 FROM T c
+	WHERE c.ns = $3 AND c.key = $4 AND c.token IS NOT NULL AND c.pid = pg_backend_pid() AND ` + lockHeldAt("$1", "$2") + `)
+	THEN pg_try_advisory_lock($1, $2) ELSE false END AS ok),
 a AS (
 	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid)
 	SELECT $3, $4, $5, $6, 1, clock_timestamp() + $7::float8 * interval '1 microsecond', pg_backend_pid() FROM l WHERE l.ok
@@ -255,8 +259,21 @@ FROM l CROSS JOIN o LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
 	RETURNING fence
 )
 SELECT COALESCE((SELECT fence FROM u), 0), pg_backend_pid(), set_config('idle_session_timeout', $5, false)`),
-		// $1 class, $2 object, $3 ns, $4 key, $5 token, $6 channel. Frees
-		// the row and the lock, takes us out of the queue, announces the key.
+		// $1 ns, $2 keys, $3 tokens, $4 TTLs in µs, $5 TTL in ms: every
+		// lease of the session in one statement (the heartbeat's round);
+		// returns the session's pid and the leases renewed.
+		advRenewMany: t(`WITH u AS (
+	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
+	FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
+	WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.pid = pg_backend_pid()
+	RETURNING l.key, l.token
+)
+SELECT pg_backend_pid(), set_config('idle_session_timeout', $5, false),
+	ARRAY(SELECT key FROM u), ARRAY(SELECT token FROM u)`),
+		// $1 class, $2 object, $3 ns, $4 key, $5 token, $6 channel, $7 the
+		// session's idle_session_timeout afterwards ('0' once it holds no
+		// lease). Frees the row and the lock, takes us out of the queue,
+		// announces the key.
 		advRelease: t(`WITH r AS (
 	UPDATE T SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE ns = $3 AND key = $4 AND token = $5 AND pid = pg_backend_pid()
@@ -270,8 +287,11 @@ d AS (
 ` + aq(head, "", "", "") + `,
 n AS (SELECT pg_notify($6, (SELECT token FROM hd) || E'\n' || $4) WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM d))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), pg_advisory_unlock($1, $2),
-	set_config('idle_session_timeout', '0', false), ` + asyncCommit + ``),
-		advUnlock: `SELECT pg_advisory_unlock($1, $2), set_config('idle_session_timeout', '0', false)`,
+	set_config('idle_session_timeout', $7, false), ` + asyncCommit + `, pg_backend_pid()`),
+		// $1 class, $2 objects, $3 idle_session_timeout afterwards: gives
+		// up one level of each lock (leases this session no longer holds).
+		advUnlock: `SELECT (SELECT count(*) FROM unnest($2::int4[]) AS o WHERE pg_advisory_unlock($1, o)),
+	set_config('idle_session_timeout', $3, false)`,
 
 		// Advisory mode, from a connection that does not hold the lock:
 		// held means the row names the token and its session has the lock.

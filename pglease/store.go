@@ -55,12 +55,14 @@ type Store struct {
 	classID int32  // advisory mode: the namespace half of the lock key
 	q       queries
 
-	// Advisory mode: connections holding leases, by token, and idle ones.
-	mu      sync.Mutex
-	held    map[string]*heldConn
-	idle    []*pgx.Conn
-	maxIdle int
-	closed  bool
+	// Advisory mode: the sessions holding leases, by TTL in ms; the leases
+	// held through them, by token and key; idle connections.
+	mu       sync.Mutex
+	sessions map[int64]*session
+	held     map[string]*heldLease
+	idle     []*pgx.Conn
+	maxIdle  int
+	closed   bool
 }
 
 // New returns a Store over pool. The table must exist: call [Store.Migrate]
@@ -93,17 +95,18 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	sum := sha256.Sum256([]byte(strings.Join(ident, ".") + "\x00" + c.ns))
 	chanRaw := "leasekit_" + hex.EncodeToString(sum[:12])
 	s := &Store{
-		pool:    pool,
-		mode:    c.mode,
-		ns:      c.ns,
-		table:   table,
-		queue:   queue,
-		channel: pgx.Identifier{chanRaw}.Sanitize(),
-		chanRaw: chanRaw,
-		classID: hash32(strings.Join(ident, ".") + "\x00" + c.ns),
-		q:       buildQueries(table, queue, index),
-		held:    make(map[string]*heldConn),
-		maxIdle: c.maxIdle,
+		pool:     pool,
+		mode:     c.mode,
+		ns:       c.ns,
+		table:    table,
+		queue:    queue,
+		channel:  pgx.Identifier{chanRaw}.Sanitize(),
+		chanRaw:  chanRaw,
+		classID:  hash32(strings.Join(ident, ".") + "\x00" + c.ns),
+		q:        buildQueries(table, queue, index),
+		sessions: make(map[int64]*session),
+		held:     make(map[string]*heldLease),
+		maxIdle:  c.maxIdle,
 	}
 	return s, nil
 }
@@ -174,7 +177,8 @@ const migrateClass int32 = 0x6c6b6d67
 
 // Close frees the store's own resources: in advisory mode it closes the
 // connections it keeps (which frees the locks of leases still held, so a
-// Client using the store should be closed first). The pool stays open.
+// Client using the store should be closed first), after the statements
+// running on them. The pool stays open.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -184,13 +188,21 @@ func (s *Store) Close() error {
 	s.closed = true
 	conns := s.idle
 	s.idle = nil
-	for tok, h := range s.held {
-		conns = append(conns, h.conn)
-		delete(s.held, tok)
+	var sessions []*session
+	for ttl, sess := range s.sessions {
+		sess.dead = true
+		sessions = append(sessions, sess)
+		delete(s.sessions, ttl)
 	}
+	clear(s.held)
 	s.mu.Unlock()
 	for _, c := range conns {
 		closeConn(c)
+	}
+	for _, sess := range sessions {
+		sess.mu.Lock() // after the statement running on it, if any
+		closeConn(sess.conn)
+		sess.mu.Unlock()
 	}
 	return nil
 }
@@ -291,7 +303,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 }
 
 // RenewMany renews every request: in table mode in one statement, in
-// advisory mode one statement per lease on its own connection, concurrently.
+// advisory mode one statement per session (one per TTL in use).
 // It returns one error per request, in order, meaning what Renew's would.
 func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	errs := make([]error, len(rs))
@@ -307,17 +319,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		return errs
 	}
 	if s.mode == ModeAdvisory {
-		var wg sync.WaitGroup
-		for _, i := range idx {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := s.advRenew(ctx, rs[i]); err != nil {
-					errs[i] = fmt.Errorf("pglease: renew %q: %w", rs[i].Key, err)
-				}
-			}()
-		}
-		wg.Wait()
+		s.advRenewMany(ctx, rs, idx, errs)
 		return errs
 	}
 	s.tabRenewMany(ctx, rs, idx, errs)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,6 +234,31 @@ func TestPostgres(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM leasekit_leases WHERE ns = $1", prefix).Scan(&n); err != nil || n != 0 {
 		t.Errorf("rows left behind in leasekit_leases: %d, %v", n, err)
 	}
+}
+
+// TestPostgresAdvisory: the same faults on advisory mode, where a worker's
+// lease is an advisory lock on its store's shared session: a SIGSTOPped or
+// cut-off holder's session ends after the TTL (idle_session_timeout), a
+// killed one's at once.
+func TestPostgresAdvisory(t *testing.T) {
+	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pga-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cleanup(context.Background()) })
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("mode", "advisory")
+	u.RawQuery = q.Encode()
+	prefix := "verify-test-adv-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	rep := run(t, verify.Config{Store: u.String(), Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 }
 
 func TestEtcd(t *testing.T) {
