@@ -149,6 +149,19 @@ type Announcer interface {
 	NextAnnouncement(ctx context.Context) (Announcement, error)
 }
 
+// Pusher is implemented by Subscriptions that can hand each announcement to
+// a function from the goroutine that learns of it (a store's connection
+// reader, say), instead of returning it from Next: a waiter is then woken
+// without a goroutine in between. After Push(f) returns true, every later
+// announcement goes to f alone, including any the subscription held when
+// Push was called, and Next (or NextAnnouncement) returns only when the
+// subscription fails or is closed. f does not block and does not call back
+// into the subscription. Push returns false when the subscription cannot
+// push; it then goes on as before.
+type Pusher interface {
+	Push(f func(Announcement)) bool
+}
+
 // Queuer is implemented by stores that hand a freed key to the waiter that
 // has waited longest (FIFO) instead of to whoever asks first. Such a store:
 //   - grants a free key to Acquire only if no live waiter is queued ahead of

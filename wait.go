@@ -144,6 +144,9 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 		rctx, cancel := context.WithCancel(context.Background())
 		h.sub, h.cancel = sub, cancel
 		h.mu.Unlock()
+		if p, ok := sub.(Pusher); ok {
+			p.Push(h.deliver) // outside h.mu: it may deliver at once
+		}
 		h.c.spawn(func() { h.read(rctx, sub, g) })
 		return g
 	}
@@ -169,9 +172,10 @@ func (h *hub) changed(gen uint64) bool {
 	return h.sub != nil && h.gen != gen
 }
 
-// read delivers the announcements of subscription gen until it ends. On an
-// error it drops the subscription and wakes every waiter, which look again
-// and subscribe anew: announcements may have been missed.
+// read delivers the announcements of subscription gen until it ends (of a
+// pushing subscription, it only waits for its end). On an error it drops the
+// subscription and wakes every waiter, which look again and subscribe anew:
+// announcements may have been missed.
 func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 	for {
 		a, err := next(ctx, sub)
@@ -197,14 +201,21 @@ func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 			h.c.log.Warn("lease: release subscription broke; waiters look again", "err", err)
 			return
 		}
-		h.mu.Lock()
-		for w := range h.waiters[a.Key] {
-			// A queued waiter other than the announced head would be refused.
-			if a.Next == "" || w.token == "" || w.token == a.Next {
-				w.notify()
-			}
+		h.deliver(a)
+	}
+}
+
+// deliver wakes the waiters of a's key that may take it; it is also a
+// pushing subscription's function (see Pusher), called from the store's
+// goroutines.
+func (h *hub) deliver(a Announcement) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[a.Key] {
+		// A queued waiter other than the announced head would be refused.
+		if a.Next == "" || w.token == "" || w.token == a.Next {
+			w.notify()
 		}
-		h.mu.Unlock()
 	}
 }
 

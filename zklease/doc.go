@@ -113,5 +113,8 @@
 // is deleted, and Next returns the key then. So a release wakes the next
 // waiter and no other (no herd), and so does the departure of a waiter ahead
 // (its Release, its entry's expiry, its session's end). An Acquire without
-// Request.Queue that finds the key held watches the lowest node.
+// Request.Queue that finds the key held watches the lowest node. A Store made
+// by Dial sees every watch event in its connection's event callback, and its
+// subscriptions push announcements from there (lease.Pusher): the Client's
+// waiter is woken by the library's receiving goroutine itself.
 package zklease

@@ -20,8 +20,9 @@ import (
 // the same call, before it returns the HeldError) and hands the watch to
 // every open subscription. A queued waiter watches its predecessor in the
 // queue only, so a release wakes the next waiter and no other; a plain try
-// (without Request.Queue) watches the holder's node. Next waits on those watches without a goroutine of its
-// own. A release that a waiter of this Store could miss cannot happen: the
+// (without Request.Queue) watches the holder's node. Next waits on those
+// watches without a goroutine of its own; a subscription of a Store made by
+// Dial pushes instead (see Push). A release that a waiter of this Store could miss cannot happen: the
 // watch is set before the waiter goes to sleep, and if the node is already
 // gone Acquire looks again instead of returning.
 
@@ -42,12 +43,91 @@ var _ lease.Announcer = (*subscription)(nil)
 type subscription struct {
 	s       *Store
 	done    chan struct{} // closed by Close
-	changed chan struct{} // a watch was added (capacity 1)
+	changed chan struct{} // a watch was added, or the session ended (capacity 1)
 	once    sync.Once
 
 	mu      sync.Mutex
 	watches []watchEntry
-	ended   bool // the session ended: Next reports it once
+	ended   bool                     // the session ended: Next reports it once
+	push    func(lease.Announcement) // set by Push: announcements go there
+	// recent are the last nodes whose deletion was pushed (paths are never
+	// reused): a watch added just after its node's deletion event went by
+	// (the callback runs before the watch's channel gets the event) is
+	// announced at once.
+	recent [64]string
+	nrec   int
+}
+
+var _ lease.Pusher = (*subscription)(nil)
+
+// Push implements lease.Pusher for a Store made by Dial: its connection's
+// event callback sees each deletion of a watched node on the library's
+// receiving goroutine, which then calls f at once, so the waiter is woken
+// without Next's goroutine in between. A Store made by New cannot push.
+func (sub *subscription) Push(f func(lease.Announcement)) bool {
+	if !sub.s.tracked || f == nil {
+		return false
+	}
+	sub.mu.Lock()
+	sub.push = f
+	// Watches that fired before Push: their events are in their channels.
+	var fired []lease.Announcement
+	kept := sub.watches[:0]
+	for _, w := range sub.watches {
+		if firedChan(w.ch) {
+			fired = append(fired, lease.Announcement{Key: w.key, Next: w.token})
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	sub.watches = kept
+	sub.mu.Unlock()
+	sub.signal() // Next stops waiting on the watches
+	for _, a := range fired {
+		f(a)
+	}
+	return true
+}
+
+// watchFired pushes the announcements of the watches on the deleted node
+// path to the subscriptions that push.
+func (s *Store) watchFired(path string) {
+	s.mu.Lock()
+	subs := make([]*subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.fired(path)
+	}
+}
+
+// fired removes the subscription's watches on path and pushes their
+// announcements, if the subscription pushes.
+func (sub *subscription) fired(path string) {
+	sub.mu.Lock()
+	f := sub.push
+	if f == nil {
+		sub.mu.Unlock()
+		return
+	}
+	sub.recent[sub.nrec%len(sub.recent)] = path
+	sub.nrec++
+	var as []lease.Announcement
+	kept := sub.watches[:0]
+	for _, w := range sub.watches {
+		if w.path == path {
+			as = append(as, lease.Announcement{Key: w.key, Next: w.token})
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	sub.watches = kept
+	sub.mu.Unlock()
+	for _, a := range as {
+		f(a)
+	}
 }
 
 // Subscribe implements lease.Notifier. The subscription announces the
@@ -88,8 +168,15 @@ func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
 // same waiter (a waiter's every attempt sets a watch on its predecessor):
 // the pending watch fires on the same deletion, so the list stays as short
 // as the set of watched nodes.
+// A pushing subscription announces at once a watch whose node is already
+// gone (its deletion pushed, or its event in the channel).
 func (sub *subscription) add(w watchEntry) {
 	sub.mu.Lock()
+	if f := sub.push; f != nil && (sub.pushedLocked(w.path) || firedChan(w.ch)) {
+		sub.mu.Unlock()
+		f(lease.Announcement{Key: w.key, Next: w.token})
+		return
+	}
 	for _, x := range sub.watches {
 		if x.path == w.path && x.token == w.token {
 			sub.mu.Unlock()
@@ -97,8 +184,31 @@ func (sub *subscription) add(w watchEntry) {
 		}
 	}
 	sub.watches = append(sub.watches, w)
+	pushing := sub.push != nil
 	sub.mu.Unlock()
-	sub.signal()
+	if !pushing {
+		sub.signal() // Next waits on the new watch too
+	}
+}
+
+// pushedLocked reports whether the deletion of path was pushed lately.
+func (sub *subscription) pushedLocked(path string) bool {
+	for _, p := range sub.recent {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// firedChan reports whether a watch's channel holds its event (or is closed).
+func firedChan(ch <-chan zk.Event) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (sub *subscription) signal() {
@@ -135,6 +245,18 @@ func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announceme
 			sub.ended = false
 			sub.mu.Unlock()
 			return lease.Announcement{}, errSessionEnded
+		}
+		if sub.push != nil {
+			// Announcements are pushed: wait for the end only.
+			sub.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return lease.Announcement{}, ctx.Err()
+			case <-sub.done:
+				return lease.Announcement{}, errSubClosed
+			case <-sub.changed:
+				continue
+			}
 		}
 		watches := append([]watchEntry(nil), sub.watches...)
 		sub.mu.Unlock()

@@ -208,16 +208,19 @@ func (w *watcher) Printf(format string, args ...any) {
 	w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
 }
 
-// event is the connection's event callback.
+// event is the connection's event callback, called by the library's
+// receiving goroutine for session events and for every watch event (before
+// the watch's own channel gets it).
 func (w *watcher) event(ev zk.Event) {
-	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
-		return
-	}
 	w.mu.Lock()
 	s := w.store
 	w.mu.Unlock()
-	if s != nil {
+	switch {
+	case s == nil:
+	case ev.Type == zk.EventSession && ev.State == zk.StateExpired:
 		s.sessionEnded()
+	case ev.Type == zk.EventNodeDeleted:
+		s.watchFired(ev.Path)
 	}
 }
 

@@ -1,0 +1,142 @@
+// Pushed announcements (lease.Pusher): a Dial-made store's subscription
+// hands the deletion of a watched node to the Client from the connection's
+// event callback; Next then only reports the end.
+
+package zklease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
+)
+
+func pushTestStore(t *testing.T) *Store {
+	t.Helper()
+	srvs := strings.Split(leasetest.Env(t, "LEASE_TEST_ZK_SERVERS"), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Dial(ctx, srvs, 6*time.Second, WithRoot("/leasekit-test/push-"+newTokenForTest(t)[:8]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newTokenForTest(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestPushRelease: a queued waiter's watch on the holder's node is pushed
+// when the holder releases, naming the waiter; Next announces nothing.
+func TestPushRelease(t *testing.T) {
+	s := pushTestStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pushed := make(chan lease.Announcement, 8)
+	if !sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a }) {
+		t.Fatal("Push on a Dial-made store's subscription = false, want true")
+	}
+	h := lease.Request{Key: "k", Token: newTokenForTest(t), Holder: "H", TTL: time.Second}
+	w := lease.Request{Key: "k", Token: newTokenForTest(t), Holder: "W", TTL: time.Second, Queue: true}
+	if _, err := s.Acquire(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, w); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("W's Acquire: %v, want ErrHeld", err)
+	}
+	if err := s.Release(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-pushed:
+		if a.Key != "k" || a.Next != w.Token {
+			t.Errorf("pushed %+v, want key k naming W", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no announcement pushed within 10s of the release")
+	}
+	nctx, ncancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer ncancel()
+	if a, err := sub.(lease.Announcer).NextAnnouncement(nctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("NextAnnouncement of a pushing subscription = %+v, %v; want only its end", a, err)
+	}
+	if _, err := s.Acquire(ctx, w); err != nil {
+		t.Errorf("W's Acquire after the push: %v", err)
+	}
+}
+
+// TestPushWatchAfterDeletion: a watch handed to the subscription after its
+// node's deletion was pushed (the callback runs before the watch's channel
+// gets the event, and before Acquire hands the watch over) is announced at
+// once; so is one whose channel already holds its event.
+func TestPushWatchAfterDeletion(t *testing.T) {
+	s := pushTestStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pushed := make(chan lease.Announcement, 8)
+	sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a })
+	s.watchFired("/r/k/_c_a-0000000001")
+	s.addWatch(make(chan zk.Event, 1), "k", "/r/k/_c_a-0000000001", "tok")
+	full := make(chan zk.Event, 1)
+	full <- zk.Event{Type: zk.EventNodeDeleted, Path: "/r/k2/_c_b-0000000002"}
+	s.addWatch(full, "k2", "/r/k2/_c_b-0000000002", "")
+	s.addWatch(make(chan zk.Event, 1), "k3", "/r/k3/_c_c-0000000003", "")
+	for _, want := range []lease.Announcement{{Key: "k", Next: "tok"}, {Key: "k2"}} {
+		select {
+		case a := <-pushed:
+			if a != want {
+				t.Errorf("pushed %+v, want %+v", a, want)
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("%+v not pushed", want)
+		}
+	}
+	select {
+	case a := <-pushed:
+		t.Errorf("pushed %+v for a node that was not deleted", a)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestPushNeedsDial: a Store made by New sees no watch events of its own
+// and cannot push.
+func TestPushNeedsDial(t *testing.T) {
+	d := pushTestStore(t)
+	s, err := New(d.Conn(), WithSessionTimeout(6*time.Second), WithRoot(d.Root()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.Subscribe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if sub.(lease.Pusher).Push(func(lease.Announcement) {}) {
+		t.Error("Push on a New-made store's subscription = true, want false")
+	}
+}
