@@ -21,6 +21,9 @@ const callGrace = time.Second
 // or held by nobody for a whole TTL. The grace uses the real clock, as the
 // store's own I/O does.
 func graceCtx(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	if ctx.Done() == nil {
+		return ctx, func() {} // never cancelled: nothing to outlive
+	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var (
 		mu    sync.Mutex

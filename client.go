@@ -171,13 +171,37 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			return nil, err
 		}
 	}
-	w := c.hub.register(queued.Token, key)
-	defer c.hub.unregister(w)
+	w := &lazyWaiter{h: c.hub, token: queued.Token, key: key}
+	defer w.unregister()
 	l, err := c.wait(ctx, key, p, start, w, queued)
 	if err != nil && c.fifo {
 		c.leaveQueue(queued)
 	}
 	return l, err
+}
+
+// lazyWaiter registers an Acquire's waiter with the hub only once the
+// waiter can be woken (a subscription is active) or must sleep: an
+// acquisition whose first attempt succeeds without a subscription registers
+// nothing.
+type lazyWaiter struct {
+	h     *hub
+	token string
+	key   string
+	w     *waiter
+}
+
+func (lw *lazyWaiter) get() *waiter {
+	if lw.w == nil {
+		lw.w = lw.h.register(lw.token, lw.key)
+	}
+	return lw.w
+}
+
+func (lw *lazyWaiter) unregister() {
+	if lw.w != nil {
+		lw.h.unregister(lw.w)
+	}
 }
 
 // leaveQueue releases a waiter's token before Acquire returns, so that the
@@ -193,7 +217,7 @@ func (c *Client) leaveQueue(req Request) {
 
 // wait is Acquire's loop; queued is the FIFO request, or zero when waiters
 // race (each attempt then has a new token).
-func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, w *waiter, queued Request) (*Lease, error) {
+func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, lw *lazyWaiter, queued Request) (*Lease, error) {
 	var transient int
 	for first := true; ; first = false {
 		// The subscription is made before an attempt, so that a release
@@ -205,6 +229,9 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		var gen uint64
 		if !first || c.hub.active() {
 			gen = c.hub.ensure(ctx)
+		}
+		if gen != 0 {
+			lw.get() // before the attempt: a release after it wakes us
 		}
 		var l *Lease
 		var err error
@@ -245,7 +272,7 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		if c.hub.changed(gen) {
 			continue // the subscription was (re)established: look again at once
 		}
-		if err := c.pause(ctx, sleep, w); err != nil {
+		if err := c.pause(ctx, sleep, lw.get()); err != nil {
 			return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
 		}
 	}
@@ -420,7 +447,9 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 			}
 		})
 	}
-	c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
+	if c.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations
+		c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
+	}
 	return l, nil, false
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -132,7 +133,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
 	}
-	c.log.Debug("lease: released", "key", l.req.Key, "fence", l.fence)
+	if c.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations
+		c.log.Debug("lease: released", "key", l.req.Key, "fence", l.fence)
+	}
 	return nil
 }
 
