@@ -47,9 +47,14 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if g, ok := s.remembered(r); ok {
 		var gr lease.Grant
 		var err error
-		if g.waiting {
+		switch {
+		case g.waiting && s.takeHanded(r.Token, g.path):
+			// Its only predecessor is gone (the event callback saw it):
+			// the entry is the lowest, and the key ours with no listing.
+			gr, err = s.grantLowest(r, g, 0, called)
+		case g.waiting:
 			gr, err = s.settle(ctx, r, parent, g, false, 0, 0, called)
-		} else {
+		default:
 			var st *zk.Stat
 			if st, err = s.refresh(r, g); err == nil {
 				gr = lease.Grant{Fence: uint64(st.Czxid)}
@@ -125,6 +130,7 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 	oursName := ours[len(parent)+1:]
 	refreshed := fresh // the creation counts as the entry's first write
 	for range maxRounds {
+		handoffPred := "" // set when we wait right behind the lowest node
 		if err := ctx.Err(); err != nil {
 			return lease.Grant{}, err
 		}
@@ -235,6 +241,9 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 				next = r.Token // only this waiter may be first now
 			}
 			s.addWatch(ch, r.Key, watched, next)
+			if r.Queue && ahead == 1 {
+				handoffPred = watched // the lowest: its deletion makes us the lowest
+			}
 		}
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}
 		if !d.Waiting {
@@ -263,6 +272,9 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 				// the node cannot hold the key for nobody later.
 				return lease.Grant{}, fmt.Errorf("delete %s: %w", redactPath(ours), err)
 			}
+		}
+		if handoffPred != "" {
+			s.expectHandoff(r.Token, ours, handoffPred) // after remember: the entry is known
 		}
 		return lease.Grant{}, held
 	}

@@ -116,5 +116,10 @@
 // Request.Queue that finds the key held watches the lowest node. A Store made
 // by Dial sees every watch event in its connection's event callback, and its
 // subscriptions push announcements from there (lease.Pusher): the Client's
-// waiter is woken by the library's receiving goroutine itself.
+// waiter is woken by the library's receiving goroutine itself. When the
+// deleted node was the only one ahead of a queued entry (the entry was
+// second at its last listing), the entry is the lowest now (sequential nodes
+// are never created below an existing one), and the Store grants the
+// entry's next Acquire without a request: a hand-off between two
+// contenders is the release and the watch event alone.
 package zklease

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +20,13 @@ import (
 	"github.com/leasekit/lease/leasetest"
 )
 
-func pushTestStore(t *testing.T) *Store {
+func pushTestStore(t *testing.T, opts ...Option) *Store {
 	t.Helper()
 	srvs := strings.Split(leasetest.Env(t, "LEASE_TEST_ZK_SERVERS"), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Dial(ctx, srvs, 6*time.Second, WithRoot("/leasekit-test/push-"+newTokenForTest(t)[:8]))
+	opts = append([]Option{WithRoot("/leasekit-test/push-" + newTokenForTest(t)[:8])}, opts...)
+	s, err := Dial(ctx, srvs, 6*time.Second, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +140,84 @@ func TestPushNeedsDial(t *testing.T) {
 	defer sub.Close()
 	if sub.(lease.Pusher).Push(func(lease.Announcement) {}) {
 		t.Error("Push on a New-made store's subscription = true, want false")
+	}
+}
+
+// TestHandOffNoRequest: a queued entry right behind the lowest node is the
+// lowest once that node is deleted: its store, seeing the deletion in the
+// event callback, grants the entry's next Acquire with no request (fence:
+// the entry's czxid); an entry further back still lists the nodes.
+func TestHandOffNoRequest(t *testing.T) {
+	log := &writeLog{}
+	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return loggingConn{c, log}, nil
+	}
+	w := pushTestStore(t, WithDialer(dialer))
+	h := pushTestStore(t, WithRoot(w.Root()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := w.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	pushed := make(chan lease.Announcement, 8)
+	sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a })
+	req := func(holder string) lease.Request {
+		return lease.Request{Key: "k", Token: newTokenForTest(t), Holder: holder, TTL: 3 * time.Second, Queue: true, RecordLater: true}
+	}
+	hr, second, third := req("H"), req("W2"), req("W3")
+	hg, err := h.Acquire(ctx, hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []lease.Request{second, third} {
+		if _, err := w.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("%s's Acquire: %v, want ErrHeld", r.Holder, err)
+		}
+	}
+	if err := h.Release(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-pushed:
+		if a.Next != second.Token {
+			t.Fatalf("pushed %+v, want the second entry named", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no announcement pushed")
+	}
+	log.take()
+	g, err := w.Acquire(ctx, second)
+	if err != nil {
+		t.Fatalf("the second entry's Acquire after the release: %v", err)
+	}
+	if sent := log.take(); len(sent) != 0 {
+		t.Errorf("the handed entry's Acquire sent %d requests, want none", len(sent))
+	}
+	if g.Fence <= hg.Fence || g.Since <= 0 {
+		t.Errorf("grant %+v, want a fence above the holder's %d and Since > 0", g, hg.Fence)
+	}
+	info, err := h.Inspect(ctx, "k")
+	if err != nil || !info.Held || info.Holder != "W2" || info.Fence != g.Fence {
+		t.Errorf("Inspect after the hand-off = %+v, %v; want held by W2 with fence %d", info, err, g.Fence)
+	}
+	if err := w.Renew(ctx, second); err != nil {
+		t.Errorf("the handed lease's Renew: %v", err)
+	}
+	if err := w.Release(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no announcement for the third entry")
+	}
+	if _, err := w.Acquire(ctx, third); err != nil {
+		t.Fatalf("the third entry's Acquire: %v", err)
 	}
 }

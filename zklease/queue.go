@@ -27,3 +27,53 @@ var _ lease.Queuer = (*Store)(nil)
 // QueuesWaiters implements lease.Queuer: a Store hands a freed key to the
 // waiter queued longest (see the package documentation).
 func (s *Store) QueuesWaiters() bool { return true }
+
+// handoff is a queued entry of ours (token, node path) that becomes the
+// lowest node when its only predecessor is deleted.
+type handoff struct{ token, entry string }
+
+// expectHandoff records that r's entry, second in its queue, is the lowest
+// once the watched node pred is deleted (sequential nodes are never created
+// below an existing one, so nothing can come between). If the callback has
+// already seen that deletion, the entry is handed at once.
+func (s *Store) expectHandoff(token, entry, pred string) {
+	if !s.tracked {
+		return // no event callback: the entry's next Acquire lists the nodes
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.deleted {
+		if p == pred {
+			s.handed[token] = entry
+			return
+		}
+	}
+	s.handoffs[pred] = handoff{token, entry}
+}
+
+// nodeDeleted notes the deletion of a watched node, seen by the event
+// callback: a queued entry of ours that it preceded is now the lowest.
+func (s *Store) nodeDeleted(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted[s.ndeleted%len(s.deleted)] = path
+	s.ndeleted++
+	h, ok := s.handoffs[path]
+	if !ok {
+		return
+	}
+	delete(s.handoffs, path)
+	if g := s.grants[h.token]; g != nil && g.waiting && g.path == h.entry {
+		s.handed[h.token] = h.entry
+	}
+}
+
+// takeHanded reports whether r's entry at path was handed the key (and
+// forgets the mark).
+func (s *Store) takeHanded(token, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.handed[token]
+	delete(s.handed, token)
+	return ok && e == path
+}

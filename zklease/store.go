@@ -37,6 +37,14 @@ type Store struct {
 
 	mu     sync.Mutex
 	grants map[string]*grant          // by token: nodes this store granted, renewed or queued
+	// Dial-made stores (their event callback sees each watch event): the
+	// node whose deletion makes a queued entry of ours the lowest (its only
+	// predecessor, watched) -> that entry; the entries whose predecessor's
+	// deletion was seen, by token; the last deleted watched nodes.
+	handoffs map[string]handoff
+	handed   map[string]string // token -> entry path
+	deleted  [64]string
+	ndeleted int
 	lost   chan struct{}              // closed when the current session ends; nil if not tracked
 	subs   map[*subscription]struct{} // open subscriptions
 	closed bool
@@ -113,7 +121,9 @@ func validRoot(root string) error {
 func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store {
 	return &Store{
 		conn: conn, own: own, root: cfg.root, acl: cfg.acl, maxTTL: maxTTL,
-		grants: make(map[string]*grant),
+		grants:   make(map[string]*grant),
+		handoffs: make(map[string]handoff),
+		handed:   make(map[string]string),
 		subs:   make(map[*subscription]struct{}),
 	}
 }
@@ -220,6 +230,7 @@ func (w *watcher) event(ev zk.Event) {
 	case ev.Type == zk.EventSession && ev.State == zk.StateExpired:
 		s.sessionEnded()
 	case ev.Type == zk.EventNodeDeleted:
+		s.nodeDeleted(ev.Path) // before the waiter is woken
 		s.watchFired(ev.Path)
 	}
 }
@@ -237,6 +248,8 @@ func (s *Store) sessionEnded() {
 		s.lost = make(chan struct{})
 	}
 	clear(s.grants) // their ephemeral nodes are gone
+	clear(s.handoffs)
+	clear(s.handed)
 	for sub := range s.subs {
 		sub.sessionEnded()
 	}
@@ -346,6 +359,7 @@ func (s *Store) remembered(r lease.Request) (grant, bool) {
 func (s *Store) forget(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.handed, token)
 	delete(s.grants, token)
 }
 
