@@ -36,7 +36,7 @@ type Store struct {
 	tracked bool // session expiry is reported (Dial)
 
 	mu     sync.Mutex
-	grants map[string]*grant          // by token: nodes this store granted, renewed or queued
+	grants map[string]*grant // by token: nodes this store granted, renewed or queued
 	// Dial-made stores (their event callback sees each watch event): the
 	// node whose deletion makes a queued entry of ours the lowest (its only
 	// predecessor, watched) -> that entry; the entries whose predecessor's
@@ -45,9 +45,9 @@ type Store struct {
 	handed   map[string]string // token -> entry path
 	deleted  [64]string
 	ndeleted int
-	lost   chan struct{}              // closed when the current session ends; nil if not tracked
-	subs   map[*subscription]struct{} // open subscriptions
-	closed bool
+	lost     chan struct{}              // closed when the current session ends; nil if not tracked
+	subs     map[*subscription]struct{} // open subscriptions
+	closed   bool
 }
 
 // grant is what a Store remembers of a node it granted or queued, to renew,
@@ -124,7 +124,7 @@ func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store 
 		grants:   make(map[string]*grant),
 		handoffs: make(map[string]handoff),
 		handed:   make(map[string]string),
-		subs:   make(map[*subscription]struct{}),
+		subs:     make(map[*subscription]struct{}),
 	}
 }
 
