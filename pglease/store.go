@@ -177,7 +177,7 @@ const migrateClass int32 = 0x6c6b6d67
 
 // Close frees the store's own resources: in advisory mode it closes the
 // connections it keeps (which frees the locks of leases still held, so a
-// Client using the store should be closed first), after the statements
+// Client using the store should be closed first), cutting any statement
 // running on them. The pool stays open.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -200,7 +200,12 @@ func (s *Store) Close() error {
 		closeConn(c)
 	}
 	for _, sess := range sessions {
-		sess.mu.Lock() // after the statement running on it, if any
+		if !sess.mu.TryLock() {
+			// A statement is running on it: cut the connection under it
+			// (the statement fails at once), then close what is left.
+			_ = sess.conn.PgConn().Conn().Close()
+			sess.mu.Lock()
+		}
 		closeConn(sess.conn)
 		sess.mu.Unlock()
 	}
