@@ -210,17 +210,39 @@ func TestRedisPrivateServer(t *testing.T) {
 	}
 }
 
-func TestPostgres(t *testing.T) {
+func TestPostgres(t *testing.T) { runPostgres(t, "") }
+
+// TestPostgresAdvisory: the same faults on advisory mode, where a worker's
+// lease is an advisory lock on its store's shared session: a SIGSTOPped or
+// cut-off holder's session ends after the TTL (idle_session_timeout), a
+// killed one's at once.
+func TestPostgresAdvisory(t *testing.T) { runPostgres(t, "advisory") }
+
+// runPostgres runs the harness on the shared PostgreSQL server in mode (""
+// for table mode) and checks that the run left no row behind.
+func runPostgres(t *testing.T, mode string) {
 	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pg-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pg-"+mode+id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cleanup(context.Background()) })
-	prefix := "verify-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	rep := run(t, verify.Config{Store: dsn, Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
+	store := dsn
+	if mode != "" {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("mode", mode)
+		u.RawQuery = q.Encode()
+		store = u.String()
+	}
+	prefix := "verify-test-" + mode + id + "-"
+	rep := run(t, verify.Config{Store: store, Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 	// The run cleaned up after itself: no row of its namespace is left.
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
@@ -234,31 +256,6 @@ func TestPostgres(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM leasekit_leases WHERE ns = $1", prefix).Scan(&n); err != nil || n != 0 {
 		t.Errorf("rows left behind in leasekit_leases: %d, %v", n, err)
 	}
-}
-
-// TestPostgresAdvisory: the same faults on advisory mode, where a worker's
-// lease is an advisory lock on its store's shared session: a SIGSTOPped or
-// cut-off holder's session ends after the TTL (idle_session_timeout), a
-// killed one's at once.
-func TestPostgresAdvisory(t *testing.T) {
-	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pga-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cleanup(context.Background()) })
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("mode", "advisory")
-	u.RawQuery = q.Encode()
-	prefix := "verify-test-adv-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	rep := run(t, verify.Config{Store: u.String(), Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
-	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 }
 
 func TestEtcd(t *testing.T) {

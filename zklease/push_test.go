@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +33,22 @@ func pushTestStore(t *testing.T, opts ...Option) *Store {
 	return s
 }
 
+// pushing opens a subscription of s that pushes into the returned channel,
+// closed at cleanup.
+func pushing(t *testing.T, s *Store) (lease.Subscription, chan lease.Announcement) {
+	t.Helper()
+	sub, err := s.Subscribe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	pushed := make(chan lease.Announcement, 8)
+	if !sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a }) {
+		t.Fatal("Push on a Dial-made store's subscription = false, want true")
+	}
+	return sub, pushed
+}
+
 func newTokenForTest(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 16)
@@ -49,15 +64,7 @@ func TestPushRelease(t *testing.T) {
 	s := pushTestStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pushed := make(chan lease.Announcement, 8)
-	if !sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a }) {
-		t.Fatal("Push on a Dial-made store's subscription = false, want true")
-	}
+	sub, pushed := pushing(t, s)
 	h := lease.Request{Key: "k", Token: newTokenForTest(t), Holder: "H", TTL: time.Second}
 	w := lease.Request{Key: "k", Token: newTokenForTest(t), Holder: "W", TTL: time.Second, Queue: true}
 	if _, err := s.Acquire(ctx, h); err != nil {
@@ -93,15 +100,7 @@ func TestPushRelease(t *testing.T) {
 // once; so is one whose channel already holds its event.
 func TestPushWatchAfterDeletion(t *testing.T) {
 	s := pushTestStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	sub, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pushed := make(chan lease.Announcement, 8)
-	sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a })
+	_, pushed := pushing(t, s)
 	s.watchFired("/r/k/_c_a-0000000001")
 	s.addWatch(make(chan zk.Event, 1), "k", "/r/k/_c_a-0000000001", "tok")
 	full := make(chan zk.Event, 1)
@@ -149,24 +148,11 @@ func TestPushNeedsDial(t *testing.T) {
 // the entry's czxid); an entry further back still lists the nodes.
 func TestHandOffNoRequest(t *testing.T) {
 	log := &writeLog{}
-	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return loggingConn{c, log}, nil
-	}
-	w := pushTestStore(t, WithDialer(dialer))
+	w := pushTestStore(t, WithDialer(log.dialer))
 	h := pushTestStore(t, WithRoot(w.Root()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := w.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	pushed := make(chan lease.Announcement, 8)
-	sub.(lease.Pusher).Push(func(a lease.Announcement) { pushed <- a })
+	_, pushed := pushing(t, w)
 	req := func(holder string) lease.Request {
 		return lease.Request{Key: "k", Token: newTokenForTest(t), Holder: holder, TTL: 3 * time.Second, Queue: true, RecordLater: true}
 	}

@@ -38,6 +38,15 @@ type loggingConn struct {
 	log *writeLog
 }
 
+// dialer dials connections whose writes w records.
+func (w *writeLog) dialer(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return loggingConn{c, w}, nil
+}
+
 func (c loggingConn) Write(b []byte) (int, error) {
 	c.log.mu.Lock()
 	c.log.sizes = append(c.log.sizes, len(b))
@@ -50,14 +59,7 @@ func TestRenewManyMultiSize(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	log := &writeLog{}
-	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return loggingConn{c, log}, nil
-	}
-	s, err := Dial(ctx, srvs, 6*time.Second, WithRoot(fmt.Sprintf("/leasekit-test/multisize-%d", time.Now().UnixNano())), WithDialer(dialer))
+	s, err := Dial(ctx, srvs, 6*time.Second, WithRoot(fmt.Sprintf("/leasekit-test/multisize-%d", time.Now().UnixNano())), WithDialer(log.dialer))
 	if err != nil {
 		t.Fatal(err)
 	}
