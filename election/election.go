@@ -250,8 +250,10 @@ type leaderContext struct {
 	l               *lease.Lease
 }
 
+// Deadline is Run's ctx's deadline.
 func (c leaderContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
+// Value returns the term's lease for LeaseFrom and Run's ctx's values.
 func (c leaderContext) Value(key any) any {
 	if _, ok := key.(leaseKey); ok {
 		return c.l
@@ -265,6 +267,7 @@ func (c leaderContext) Value(key any) any {
 	return c.parent.Value(key)
 }
 
+// String names the context, as the context package's types do.
 func (c leaderContext) String() string { return "election.leaderCtx" }
 
 // LeaseFrom returns the leadership lease of the term whose leaderCtx (given

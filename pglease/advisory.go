@@ -103,7 +103,7 @@ func (s *Store) join(ctx context.Context, ttlMs int64) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		closeConnLater(conn)
+		closeConn(conn)
 		return nil, fmt.Errorf("pglease: store closed: %w", lease.ErrClosed)
 	}
 	sess := s.sessions[ttlMs]
@@ -480,23 +480,17 @@ func (s *Store) getConn(ctx context.Context) (*pgx.Conn, error) {
 // is held.
 func (s *Store) parkLocked(conn *pgx.Conn) {
 	if s.closed || len(s.idle) >= s.maxIdle || conn.IsClosed() {
-		closeConnLater(conn)
+		closeConn(conn)
 		return
 	}
 	s.idle = append(s.idle, conn)
 }
 
-// closeConn closes conn, bounded in time; the server ends the session.
+// closeConn closes conn, bounded in time (the connection's Terminate
+// message is a single write, so callers that hold s.mu do not wait long);
+// the server ends the session.
 func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// closeConnLater closes conn without waiting, for callers that hold s.mu:
-// the connection's Terminate message is a single write.
-func closeConnLater(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = conn.Close(ctx)
 }

@@ -50,12 +50,6 @@ type subscription struct {
 	watches []watchEntry
 	ended   bool                     // the session ended: Next reports it once
 	push    func(lease.Announcement) // set by Push: announcements go there
-	// recent are the last nodes whose deletion was pushed (paths are never
-	// reused): a watch added just after its node's deletion event went by
-	// (the callback runs before the watch's channel gets the event) is
-	// announced at once.
-	recent [64]string
-	nrec   int
 }
 
 var _ lease.Pusher = (*subscription)(nil)
@@ -112,8 +106,6 @@ func (sub *subscription) fired(path string) {
 		sub.mu.Unlock()
 		return
 	}
-	sub.recent[sub.nrec%len(sub.recent)] = path
-	sub.nrec++
 	var as []lease.Announcement
 	kept := sub.watches[:0]
 	for _, w := range sub.watches {
@@ -155,12 +147,15 @@ func (s *Store) watching() bool {
 }
 
 // addWatch hands a watch on node path of key, set for the queued waiter
-// token ("" for a plain try), to every open subscription.
+// token ("" for a plain try), to every open subscription. gone: the event
+// callback has already seen the node deleted (it runs before the watch's
+// channel gets the event, and may run before Acquire hands the watch over).
 func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	gone := s.deletedLocked(path)
 	for sub := range s.subs {
-		sub.add(watchEntry{ch, key, path, token})
+		sub.add(watchEntry{ch, key, path, token}, gone)
 	}
 }
 
@@ -169,10 +164,11 @@ func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
 // the pending watch fires on the same deletion, so the list stays as short
 // as the set of watched nodes.
 // A pushing subscription announces at once a watch whose node is already
-// gone (its deletion pushed, or its event in the channel).
-func (sub *subscription) add(w watchEntry) {
+// gone: seen by the callback lately, or its event already in the channel
+// (should more deletions than the store remembers have come in between).
+func (sub *subscription) add(w watchEntry, gone bool) {
 	sub.mu.Lock()
-	if f := sub.push; f != nil && (sub.pushedLocked(w.path) || firedChan(w.ch)) {
+	if f := sub.push; f != nil && (gone || firedChan(w.ch)) {
 		sub.mu.Unlock()
 		f(lease.Announcement{Key: w.key, Next: w.token})
 		return
@@ -189,16 +185,6 @@ func (sub *subscription) add(w watchEntry) {
 	if !pushing {
 		sub.signal() // Next waits on the new watch too
 	}
-}
-
-// pushedLocked reports whether the deletion of path was pushed lately.
-func (sub *subscription) pushedLocked(path string) bool {
-	for _, p := range sub.recent {
-		if p == path {
-			return true
-		}
-	}
-	return false
 }
 
 // firedChan reports whether a watch's channel holds its event (or is closed).

@@ -101,7 +101,8 @@ func TestPushRelease(t *testing.T) {
 func TestPushWatchAfterDeletion(t *testing.T) {
 	s := pushTestStore(t)
 	_, pushed := pushing(t, s)
-	s.watchFired("/r/k/_c_a-0000000001")
+	// As the connection's event callback sees the deletion:
+	(&watcher{store: s}).event(zk.Event{Type: zk.EventNodeDeleted, Path: "/r/k/_c_a-0000000001"})
 	s.addWatch(make(chan zk.Event, 1), "k", "/r/k/_c_a-0000000001", "tok")
 	full := make(chan zk.Event, 1)
 	full <- zk.Event{Type: zk.EventNodeDeleted, Path: "/r/k2/_c_b-0000000002"}

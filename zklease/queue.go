@@ -42,13 +42,23 @@ func (s *Store) expectHandoff(token, entry, pred string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.deleted {
-		if p == pred {
-			s.handed[token] = entry
-			return
-		}
+	if s.deletedLocked(pred) {
+		s.handed[token] = entry
+		return
 	}
 	s.handoffs[pred] = handoff{token, entry}
+}
+
+// deletedLocked reports whether the event callback saw the watched node
+// path deleted lately (paths of sequential nodes are never reused); s.mu is
+// held.
+func (s *Store) deletedLocked(path string) bool {
+	for _, p := range s.deleted {
+		if p == path {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeDeleted notes the deletion of a watched node, seen by the event
