@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/etcdlease"
+	"github.com/leasekit/lease/leasetest"
 )
 
 // announced waits for sub's next announcement and fails unless it is key
@@ -291,19 +292,7 @@ func TestHandOffToDeadWaiter(t *testing.T) {
 	a, b := req("k", ttl), req("k", ttl)
 	start := time.Now()
 	handTo(t, ctx, sA, sB, a, b)
-	for {
-		info, err := sA.Inspect(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.Held {
-			break
-		}
-		if time.Since(start) > 4*ttl {
-			t.Fatalf("the key handed to a dead waiter is still held %v after its last attempt", time.Since(start))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	leasetest.AwaitFree(t, ctx, sA, "k", 4*ttl-time.Since(start), 100*time.Millisecond)
 	if d := time.Since(start); d < ttl-100*time.Millisecond {
 		t.Fatalf("the handed key expired %v after the waiter's last attempt, before its TTL %v", d, ttl)
 	}

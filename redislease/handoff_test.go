@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/redislease"
 )
 
@@ -210,20 +211,7 @@ func TestHandOffToDeadWaiter(t *testing.T) {
 	a, b := req("k", token(t), "A", 10*time.Second), req("k", token(t), "B", 500*time.Millisecond)
 	releaseTo(t, ctx, sA, sB, a, b)
 	heldBy(t, ctx, sA, "k", "B")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		info, err := sA.Inspect(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.Held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the key handed to a dead waiter with a 500ms TTL is still held: %+v", info)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	leasetest.AwaitFree(t, ctx, sA, "k", 5*time.Second, 50*time.Millisecond)
 	if _, err := sA.Acquire(ctx, req("k", token(t), "D", time.Second)); err != nil {
 		t.Fatalf("Acquire after the dead waiter's TTL: %v", err)
 	}
