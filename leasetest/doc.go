@@ -3,6 +3,7 @@
 // [Run] is the conformance suite every lease.Store must pass: point a
 // [Harness] at the store and call Run from a test. [Faulty] wraps a store to
 // stall or fail its renewals and acquisitions, [NewFakeClock] makes time move
-// only on demand, and [Env] reads the address of a test server from the
-// environment, skipping the test when it is unset.
+// only on demand, [Env] reads the address of a test server from the
+// environment, skipping the test when it is unset, and [AwaitFree] polls a
+// store until it reports a key free.
 package leasetest
