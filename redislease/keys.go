@@ -29,7 +29,24 @@ func (s *Store) fenceKey(key string) string {
 //   - qd, the details of each entry of q whose store listens (a hash: token
 //     -> "ttl-ms:store-id:holder"), so that a release can hand the key to
 //     the first waiter.
+//
+// The five share one allocation: they are cut from one string.
 func (s *Store) scriptKeys(key string) (lk, fence, q, qx, qd string) {
-	lk = s.leaseKey(key)
-	return lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qd"
+	esc := escaper.Replace(key)
+	n := len(s.prefix) + len(esc) + 2 // leaseKey's length
+	var b strings.Builder
+	b.Grow(5*n + len(":fence:q:qx:qd"))
+	for _, suffix := range [...]string{"", ":fence", ":q", ":qx", ":qd"} {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(esc)
+		b.WriteByte('}')
+		b.WriteString(suffix)
+	}
+	all := b.String()
+	lk, all = all[:n], all[n:]
+	fence, all = all[:n+6], all[n+6:]
+	q, all = all[:n+2], all[n+2:]
+	qx, qd = all[:n+3], all[n+3:]
+	return lk, fence, q, qx, qd
 }
