@@ -555,6 +555,13 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 				peers = ", for " + p + " too (see max ÷ ideal in §2)"
 			}
 			key, why = "waitmax-"+vd.store, "**(2) wait max on "+vd.store+"**: the longest wait"+n+"; a single stall of the shared machine during a hand-off adds to every wait in progress"+peers+"."
+		case strings.HasPrefix(vd.target, "(2) hand-off") && strings.HasPrefix(vd.store, "postgres"):
+			key = "pg-handoff"
+			why = "**(2) PostgreSQL hand-off**: a hand-off is the release statement, the NOTIFY's delivery and the next waiter's acquire statement (with a synchronous commit); PostgreSQL 15 signals every listening backend of the database on each NOTIFY (16 here, one per worker's Client: each reads the notification queue, only the named waiter acts), and adding 16 idle listeners more raised the table-mode hand-off p50 by 0.6–0.85 ms in a throwaway test (2026-12-01, 2 runs each)"
+			if c := x.get("cycle", "leasekit", vd.store); c != nil {
+				why += fmt.Sprintf(". The server's statements are what varies between machines and runs: the uncontended cycle (two statements) took p50 %s ms in this run; in the run committed from 1cea91a (an earlier session) it took 0.54 ms (table) and the hand-off p50 was 1.38 ms (table) and 1.49 ms (advisory)", fp(c.P50Ms))
+			}
+			why += "."
 		case strings.HasPrefix(vd.target, "(2) hand-off") && vd.store == "etcd":
 			key, why = "etcd-handoff", "**(2) etcd hand-off**: both are one Raft write (with a WAL fsync) and a watch event; etcd Mutex's next holder then reads, leasekit's sends nothing, but its release transaction is larger (it compares the queue and puts the key for the next holder, where Mutex's deletes one key); what is left is of the size of this machine's run-to-run noise (see *What a hand-off costs* below)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(2)"):
