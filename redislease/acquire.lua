@@ -113,26 +113,10 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
   end
 end
 
--- Grant the free key. The fence is larger than the last one granted for
--- this key (the counter, KEYS[2]) and at least the server's clock in
--- microseconds, so it keeps growing even when the counter was lost (a
--- restart without persistence, a failover). Fences are decimal strings
--- without leading zeros: the clock's (TIME's seconds, then its microseconds
--- padded to six digits) is compared with the counter by length, then as
--- text, so that the common case formats no number (string.format costs
--- about as much as a server call).
+-- Grant the free key (grant.lua).
 if not t then
   t = redis.call('TIME')
 end
-local fence = t[1] .. string.sub('00000' .. t[2], -6)
-local last = redis.call('GET', KEYS[2])
-if last and (#last > #fence or (#last == #fence and last >= fence)) then
-  local n = tonumber(last)
-  if n then
-    fence = string.format('%.0f', n + 1)
-  end
-end
-redis.call('SET', KEYS[2], fence)
-redis.call('HSET', KEYS[1], 'token', token, 'holder', ARGV[2], 'fence', fence)
-redis.call('PEXPIRE', KEYS[1], ARGV[3]) -- the string: a Lua number would be formatted
+local fenceKey, grantee, holder, grantTTL = KEYS[2], token, ARGV[2], ARGV[3]
+--@grant
 return {1, fence}

@@ -63,21 +63,12 @@ local function head()
 end
 
 -- handOff gives the free key to waiter w (its details: ttl, holder) as
--- acquire.lua's grant does: a fence larger than the last and at least the
--- server clock t in microseconds (compared as decimal text, as there), the
--- waiter's holder and TTL. It returns the fence.
+-- acquire.lua's grant does (grant.lua: a fence larger than the last and at
+-- least the server clock t, the waiter's holder and TTL), and returns the
+-- fence.
 local function handOff(w, ttl, holder, t)
-  local fence = t[1] .. string.sub('00000' .. t[2], -6)
-  local last = redis.call('GET', KEYS[5])
-  if last and (#last > #fence or (#last == #fence and last >= fence)) then
-    local n = tonumber(last)
-    if n then
-      fence = string.format('%.0f', n + 1)
-    end
-  end
-  redis.call('SET', KEYS[5], fence)
-  redis.call('HSET', KEYS[1], 'token', w, 'holder', holder, 'fence', fence)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  local fenceKey, grantee, grantTTL = KEYS[5], w, ttl
+  --@grant
   dequeue(w)
   return fence
 end

@@ -1,0 +1,29 @@
+-- grant.lua: the grant of a free key, spliced by scripts.go into acquire.lua
+-- (a free key) and release.lua (a hand-off to the first waiter) where they
+-- say "--@grant"; not a script of its own. It expects these locals:
+--
+--   t          the server clock (TIME's reply)
+--   fenceKey   the key's fence counter
+--   grantee    the token that gets the key, holder its holder name
+--   grantTTL   its TTL in whole milliseconds, as a string (a Lua number
+--              would be formatted)
+--
+-- and leaves the new fence in the local fence. The fence is larger than the
+-- last one granted for this key (the counter) and at least the server's
+-- clock in microseconds, so it keeps growing even when the counter was lost
+-- (a restart without persistence, a failover). Fences are decimal strings
+-- without leading zeros: the clock's (TIME's seconds, then its microseconds
+-- padded to six digits) is compared with the counter by length, then as
+-- text, so that the common case formats no number (string.format costs
+-- about as much as a server call).
+local fence = t[1] .. string.sub('00000' .. t[2], -6)
+local last = redis.call('GET', fenceKey)
+if last and (#last > #fence or (#last == #fence and last >= fence)) then
+  local n = tonumber(last)
+  if n then
+    fence = string.format('%.0f', n + 1)
+  end
+end
+redis.call('SET', fenceKey, fence)
+redis.call('HSET', KEYS[1], 'token', grantee, 'holder', holder, 'fence', fence)
+redis.call('PEXPIRE', KEYS[1], grantTTL)
