@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/handoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -51,7 +52,7 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		// ctx ended just as the confirmation arrived; ps is closed.
 		return nil, fmt.Errorf("redislease: subscribe %q: %w", s.channel, ctx.Err())
 	}
-	s.waiters.listening.Add(1)
+	s.waiters.Listen()
 	return &subscription{ps: ps, w: &s.waiters}, nil
 }
 
@@ -61,7 +62,7 @@ var _ lease.Announcer = (*subscription)(nil)
 // be called concurrently with itself; Close may be called at any time.
 type subscription struct {
 	ps     *redis.PubSub
-	w      *waiters // the store's: records hand-offs to its waiters
+	w      *handoff.Waiters // the store's: records hand-offs to its waiters
 	closed atomic.Bool
 }
 
@@ -100,7 +101,7 @@ func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement
 		}
 		if m, ok := msg.(*redis.Message); ok {
 			key, rest, _ := strings.Cut(m.Payload, "\x00")
-			return lease.Announcement{Key: key, Next: s.w.announced(key, rest)}, nil
+			return lease.Announcement{Key: key, Next: announced(s.w, key, rest)}, nil
 		}
 		// Subscription confirmations (also after a reconnect) and our own
 		// wake-up pongs.
@@ -115,7 +116,7 @@ func (s *subscription) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.w.listening.Add(-1)
+	s.w.Unlisten()
 	if err := s.ps.Close(); err != nil {
 		return fmt.Errorf("redislease: close subscription: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/handoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,11 +32,11 @@ var (
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
-	channel string     // the namespace's release channel
-	own     string     // this store's channel: hand-offs to its waiters
-	id      string     // random; names own and this store's queue entries
-	ack     replicaAck // WithReplicaAck: WAIT after each write
-	waiters waiters    // this store's queued waiters and the keys handed to them
+	channel string          // the namespace's release channel
+	own     string          // this store's channel: hand-offs to its waiters
+	id      string          // random; names own and this store's queue entries
+	ack     replicaAck      // WithReplicaAck: WAIT after each write
+	waiters handoff.Waiters // this store's queued waiters and the keys handed to them
 }
 
 // New returns a Store that keeps leases in Redis through client. The store
@@ -106,7 +107,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if r.Queue {
 		queue = "1"
 	}
-	if s.waiters.listening.Load() > 0 {
+	if s.waiters.Listening() {
 		listens = s.id
 	}
 	sent := time.Now()
@@ -130,7 +131,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 		}
 		if r.Queue {
-			s.waiters.settle(r.Token)
+			s.waiters.Settle(r.Token)
 		}
 		return lease.Grant{Fence: fence}, nil
 	}
@@ -142,7 +143,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
 	if r.Queue {
-		s.waiters.noteQueued(r.Key, r.Token, sent)
+		s.waiters.Queued(r.Key, r.Token, sent)
 	}
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }
@@ -180,7 +181,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}
-	s.waiters.settle(r.Token)
+	s.waiters.Settle(r.Token)
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
 	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key)
 	n, err := cmd.Int64()
