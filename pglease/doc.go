@@ -11,15 +11,16 @@
 // Migrate creates the lease table (name set by WithTable, quoted with
 // pgx.Identifier.Sanitize; "schema.table" is allowed) and the queue table
 // beside it (Store.QueueTable: the name with "_queue" appended, in the same
-// schema), each only if missing, so it also upgrades a database made by an
-// earlier version. No operation creates them implicitly: a missing table is
+// schema), each only if missing, and adds the queue's hand-off columns
+// (holder, grant_ttl) when a queue table lacks them, so it also upgrades a
+// database made by an earlier version. No operation creates them implicitly: a missing table is
 // an error.
 //
 //	lease: ns text, key text, token text, holder text, fence bigint,
 //	       expires_at timestamptz, pid integer, PRIMARY KEY (ns, key)
 //	queue: ns text, key text, token text, seq bigserial,
-//	       expires_at timestamptz, PRIMARY KEY (ns, key, token),
-//	       index (ns, expires_at)
+//	       expires_at timestamptz, holder text, grant_ttl float8,
+//	       PRIMARY KEY (ns, key, token), index (ns, expires_at)
 //
 // WithNamespace sets ns: stores with different namespaces share the table but
 // not keys. A row is never deleted: it keeps the key's fence, so fences never
@@ -33,11 +34,33 @@
 // expired or already this token's, and returns the fence (incremented unless
 // the token already held it) or, in the same statement, the current holder,
 // fence and remaining time. Renew and Release match the token and an
-// unexpired row; Release clears the token but keeps the fence and sends
-// NOTIFY on the store's channel (one per table and namespace, payload the
-// token of the first live waiter or nothing, a newline, and the key: only
-// that waiter looks, see lease.Announcer). RenewMany renews all of a client's leases in one UPDATE ... FROM
+// unexpired row; Release clears the token (or hands the key over, below)
+// but keeps the fence and sends NOTIFY on the store's channel (one per table
+// and namespace, payload the token of the first live waiter or nothing, a
+// newline, and the key: only that waiter looks, see lease.Announcer).
+// RenewMany renews all of a client's leases in one UPDATE ... FROM
 // unnest(...). Subscribe LISTENs on one dedicated connection per Client.
+//
+// Hand-off: when the first live waiter of the key queued through a store
+// that listens (a lease.Client's store, which subscribes while anyone
+// waits), its entry carries its holder and TTL, and the holder's Release
+// gives the key straight to it in the same statement: the row gets the
+// waiter's token, holder, the next fence and an expiry of the waiter's TTL
+// from then, the entry leaves the queue, and the payload's token is followed
+// by a space and that fence. The waiter's store, reading the announcement,
+// grants the waiter's next Acquire without a statement, counting the TTL
+// from the waiter's first queueing request of its wait (the hand-off came
+// after it); if the announcement is missed, its Acquire finds the row
+// already its own. A release that hands the key over commits synchronously,
+// since the waiter starts writing on the announcement; a release that only
+// frees the key commits without waiting for the WAL. A key handed to a
+// waiter that died (or gave up just then) is held until that waiter's TTL,
+// as a dead holder's would be, unless the waiter's give-up Release frees
+// it: Release reads and locks the key's row in its latest version, so a
+// give-up that raced with the hand-off frees the key, or hands it on, once
+// the hand-off commits. Clients of an earlier version neither ask for nor
+// take hand-offs (their entries have no TTL: the key is freed and announced
+// to them as before).
 //
 // # Advisory mode
 //

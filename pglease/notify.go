@@ -7,21 +7,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/handoff"
 )
 
 // errSubClosed is returned by Next after Close.
 var errSubClosed = errors.New("pglease: subscription closed")
 
 // Subscribe takes one connection out of the pool for good, LISTENs on the
-// store's channel (one per table and namespace; the payload is the token of
-// the next waiter, or nothing, a newline and the released key) and returns once the server has confirmed it, so every release
-// committed after it returns is delivered. A lease.Client makes one
+// store's channel (one per table and namespace; the payload is described at
+// NextAnnouncement) and returns once the server has confirmed it, so every
+// release committed after it returns is delivered. While a subscription is
+// open, the store's table-mode waiters ask to be handed the key. A lease.Client makes one
 // subscription for all its waiters. Closing the subscription closes the
 // connection.
 func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
@@ -35,7 +38,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		return nil, fmt.Errorf("pglease: subscribe %s: %w", s.chanRaw, err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+	s.waiters.Listen()
+	return &subscription{conn: conn, ctx: sctx, cancel: cancel, w: &s.waiters}, nil
 }
 
 var _ lease.Announcer = (*subscription)(nil)
@@ -47,6 +51,7 @@ type subscription struct {
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	closed bool
+	w      *handoff.Waiters // the store's: records hand-offs to its waiters
 }
 
 // Next returns the key of the next release announced on the channel. A
@@ -59,8 +64,11 @@ func (s *subscription) Next(ctx context.Context) (string, error) {
 
 // NextAnnouncement is Next with the token of the waiter at the head of the
 // key's queue when it was released (see [lease.Announcer]). The payload is
-// that token ("" when nobody waits), a newline, and the key; tokens made by
-// lease.Client are hexadecimal, so the first newline ends the token.
+// that token ("" when nobody waits), then, when the release handed the key
+// to that waiter (table mode), a space and the fence it was granted, then a
+// newline and the key; tokens made by lease.Client are hexadecimal, so the
+// first newline ends the token and a space the token alone. A hand-off to a
+// waiter of this store is recorded for the store's Acquire.
 func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	ctx, stop := mergeCancel(ctx, s.ctx)
 	defer stop()
@@ -83,6 +91,12 @@ func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement
 	if !ok {
 		return lease.Announcement{Key: n.Payload}, nil
 	}
+	if tok, fence, handed := strings.Cut(next, " "); handed {
+		if f, err := strconv.ParseUint(fence, 10, 64); err == nil {
+			next = tok
+			s.w.Handed(key, tok, f)
+		}
+	}
 	return lease.Announcement{Key: key, Next: next}, nil
 }
 
@@ -95,6 +109,7 @@ func (s *subscription) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.w.Unlisten()
 	closeConn(s.conn)
 	return nil
 }

@@ -7,7 +7,7 @@ import "strings"
 // queries holds the statements of one store; see the package documentation
 // for the schema.
 type queries struct {
-	create, createQueue, createQueueIndex string
+	create, createQueue, createQueueIndex, queueColumns, addQueueColumns string
 
 	tabAcquire, tabRenew, tabRelease, tabRenewMany, tabInspect, tabFence string
 
@@ -28,15 +28,30 @@ const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 
 // queueSchemaSQL is the FIFO queue of waiters (lease.Queuer) beside the
 // lease table Q: one row per waiting token, in arrival order (seq), expiring
-// TTL after its last refresh by the server's clock.
+// TTL after its last refresh by the server's clock. A table-mode waiter
+// whose store listens for announcements also leaves its holder and its TTL
+// in µs (grant_ttl), so that a release can hand it the key (NULL: the
+// release only announces the key to it).
 const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
 	ns         text        NOT NULL,
 	key        text        NOT NULL,
 	token      text        NOT NULL,
 	seq        bigserial   NOT NULL,
 	expires_at timestamptz NOT NULL,
+	holder     text,
+	grant_ttl  float8,
 	PRIMARY KEY (ns, key, token)
 )`
+
+// queueColumnsSQL counts the hand-off columns of the queue table $1 (a queue
+// table made by an earlier version lacks them), and addQueueColumnsSQL adds
+// them; Migrate runs the second only when the first finds fewer than two,
+// since ALTER TABLE locks the table even when it changes nothing.
+const (
+	queueColumnsSQL = `SELECT count(*) FROM pg_attribute
+WHERE attrelid = $1::regclass AND attname IN ('holder', 'grant_ttl') AND NOT attisdropped`
+	addQueueColumnsSQL = `ALTER TABLE Q ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS grant_ttl float8`
+)
 
 // queueIndexSQL serves the sweep of expired entries of a namespace.
 const queueIndexSQL = `CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`
@@ -53,12 +68,14 @@ ah AS (
 )`
 
 // enqueue queues token $TOK for $TTL µs, or refreshes its entry in place
-// (an expired entry goes to the back), when COND holds.
+// (an expired entry goes to the back), when COND holds; $HOLD and $GTTL are
+// its holder and the TTL of a hand-off to it (NULL: none).
 const enqueue = `enq AS (
-	INSERT INTO Q AS e (ns, key, token, expires_at)
-	SELECT $NS, $KEY, $TOK, clock_timestamp() + $TTL::float8 * interval '1 microsecond' WHERE COND
+	INSERT INTO Q AS e (ns, key, token, expires_at, holder, grant_ttl)
+	SELECT $NS, $KEY, $TOK, clock_timestamp() + $TTL::float8 * interval '1 microsecond', $HOLD, $GTTL WHERE COND
 	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at,
-		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END
+		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END,
+		holder = excluded.holder, grant_ttl = excluded.grant_ttl
 	RETURNING 1
 )`
 
@@ -82,7 +99,8 @@ const (
 )
 
 // head is the token of the first live waiter of the key other than $TOK
-// (empty if none): a release names it in its announcement (see notify.go).
+// (empty if none): an advisory-mode release names it in its announcement
+// (see notify.go).
 const head = `hd AS (
 	SELECT COALESCE((SELECT token FROM Q WHERE ns = $NS AND key = $KEY AND token <> $TOK
 		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') AS token
@@ -130,21 +148,28 @@ func buildQueries(table, queue, index string) queries {
 	t := func(s string) string {
 		return strings.NewReplacer(" T ", " "+table+" ", " Q ", " "+queue+" ").Replace(s)
 	}
-	// Table mode: $1 ns, $2 key, $3 token.
+	// Table mode: $1 ns, $2 key, $3 token (and, to queue, $4 holder, $7
+	// hand-off TTL).
 	tq := func(frag, ttl, cond, after string) string {
-		return params(frag, "$NS", "$1", "$KEY", "$2", "$TOK", "$3", "$TTL", ttl, "COND", cond, "AFTER", after)
+		return params(frag, "$NS", "$1", "$KEY", "$2", "$TOK", "$3", "$TTL", ttl, "COND", cond, "AFTER", after,
+			"$HOLD", "$4", "$GTTL", "$7::float8")
 	}
-	// Advisory mode: $3 ns, $4 key, $5 token.
+	// Advisory mode: $3 ns, $4 key, $5 token; no hand-off (the lock is a
+	// session's, and cannot be given to another).
 	aq := func(frag, ttl, cond, after string) string {
-		return params(frag, "$NS", "$3", "$KEY", "$4", "$TOK", "$5", "$TTL", ttl, "COND", cond, "AFTER", after)
+		return params(frag, "$NS", "$3", "$KEY", "$4", "$TOK", "$5", "$TTL", ttl, "COND", cond, "AFTER", after,
+			"$HOLD", "NULL::text", "$GTTL", "NULL::float8")
 	}
 	return queries{
 		create:           strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
 		createQueue:      strings.Replace(queueSchemaSQL, " Q ", " "+queue+" ", 1),
 		createQueueIndex: strings.NewReplacer(" I ", " "+index+" ", " Q ", " "+queue+" ").Replace(queueIndexSQL),
+		queueColumns:     queueColumnsSQL,
+		addQueueColumns:  strings.Replace(addQueueColumnsSQL, " Q ", " "+queue+" ", 1),
 
 		// Table mode. $1 ns, $2 key, $3 token, $4 holder, $5 TTL in µs, $6
-		// queue. The upsert takes the row only when it is already ours and
+		// queue, $7 the TTL in µs of a hand-off to the queued token (NULL:
+		// its store does not listen, so the key is not handed to it). The upsert takes the row only when it is already ours and
 		// live, or free or expired with no live waiter queued ahead of us
 		// (ah, from the statement's snapshot); otherwise the last branch
 		// reports the holder (from the snapshot: none if the row was
@@ -184,26 +209,52 @@ FROM ah LEFT JOIN T c ON c.ns = $1 AND c.key = $2
 WHERE NOT EXISTS (SELECT 1 FROM acq)`),
 		tabRenew: t(`UPDATE T SET expires_at = clock_timestamp() + $4::float8 * interval '1 microsecond'
 WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()`),
-		// $4 channel. Frees the key if we hold it and takes us out of its
-		// queue; announces the key (when the statement commits) if it freed
-		// it, or took us out of the queue while the key is free, so that the
-		// next waiter looks again. Also sweeps a few expired entries of the
-		// namespace, so abandoned queues do not pile up.
-		tabRelease: t(`WITH r AS (
-	UPDATE T SET token = NULL, holder = '', expires_at = NULL
-	WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()
-	RETURNING key
+		// $4 channel. If we hold the key, hands it to the first live waiter
+		// when that waiter's store listens (grant_ttl is set: its holder, its
+		// TTL from now, the next fence, and out of the queue), and otherwise
+		// frees it; takes us out of its queue. Announces the key (when the
+		// statement commits) if it freed or handed it, or took us out of the
+		// queue while the key is free, so that the next waiter looks again;
+		// the payload names the first waiter, followed by a space and the
+		// fence when it was handed the key (see notify.go).
+		//
+		// lk locks the key's row first and reads its latest version (FOR
+		// UPDATE), not the statement's snapshot: a waiter giving up while a
+		// release hands it the key then frees it (or hands it on) once that
+		// release commits, rather than missing it. hd locks the waiter's
+		// entry, so that its own statements wait for the hand-off. A release
+		// that hands the key over commits synchronously (the session's
+		// setting), since the waiter takes it on the announcement; one that
+		// frees it commits without waiting for the WAL (asyncCommit).
+		tabRelease: t(`WITH lk AS MATERIALIZED (
+	SELECT token = $3 AND expires_at > clock_timestamp() AS ours,
+		token IS NOT NULL AND expires_at > clock_timestamp() AS live
+	FROM T WHERE ns = $1 AND key = $2 FOR UPDATE
+),
+hd AS MATERIALIZED (
+	SELECT token, holder, grant_ttl FROM Q WHERE ns = $1 AND key = $2 AND token <> $3
+		AND expires_at > clock_timestamp() AND (SELECT count(*) FROM lk) >= 0
+	ORDER BY seq LIMIT 1 FOR UPDATE
+),
+r AS (
+	UPDATE T AS l SET token = h.token, holder = COALESCE(h.holder, ''),
+		expires_at = clock_timestamp() + h.grant_ttl * interval '1 microsecond',
+		fence = CASE WHEN h.token IS NULL THEN l.fence ELSE l.fence + 1 END
+	FROM (SELECT 1) AS z LEFT JOIN (SELECT token, holder, grant_ttl FROM hd WHERE grant_ttl IS NOT NULL) AS h ON true
+	WHERE l.ns = $1 AND l.key = $2 AND (SELECT ours FROM lk)
+	RETURNING h.token AS handed, l.fence
 ),
 d AS (
-	DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND (SELECT count(*) FROM r) >= 0
-	RETURNING 1
+	DELETE FROM Q WHERE ns = $1 AND key = $2 AND (token = $3 OR token = (SELECT handed FROM r))
+	RETURNING token
 ),
 ` + tq(sweepNS, "", "", "r") + `,
-` + tq(head, "", "", "") + `,
-n AS (SELECT pg_notify($4, (SELECT token FROM hd) || E'\n' || $2) WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d)
-	AND NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token IS NOT NULL
-		AND c.expires_at > clock_timestamp())))
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d), ` + asyncCommit + ``),
+n AS (SELECT pg_notify($4, COALESCE((SELECT handed || ' ' || fence FROM r), (SELECT token FROM hd), '') || E'\n' || $2)
+	WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d WHERE token = $3)
+		AND NOT COALESCE((SELECT live FROM lk), false)))
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d WHERE token = $3),
+	set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM r WHERE handed IS NOT NULL)
+		THEN current_setting('synchronous_commit') ELSE 'off' END, true)`),
 		tabRenewMany: t(`UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
 WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()

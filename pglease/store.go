@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/handoff"
 )
 
 // MaxKeyLen is the longest lease key, in bytes, the store accepts.
@@ -54,6 +55,7 @@ type Store struct {
 	chanRaw string // the channel name unquoted
 	classID int32  // advisory mode: the namespace half of the lock key
 	q       queries
+	waiters handoff.Waiters // table mode: this store's queued waiters and the keys handed to them
 
 	// Advisory mode: the sessions holding leases, by TTL in ms; the leases
 	// held through them, by token and key; idle connections.
@@ -108,6 +110,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		held:     make(map[string]*heldLease),
 		maxIdle:  c.maxIdle,
 	}
+	s.waiters.FromFirst = true
 	return s, nil
 }
 
@@ -132,7 +135,8 @@ func (s *Store) QueuesWaiters() bool { return true }
 
 // Channel returns the (unquoted) NOTIFY channel on which the store announces
 // releases: one per table and namespace; the payload is the token of the
-// first live waiter ("" if none), a newline and the key.
+// first live waiter ("" if none), a space and its fence when the release
+// handed it the key, a newline and the key.
 func (s *Store) Channel() string { return s.chanRaw }
 
 // Limits reports the store's limits: keys of at most MaxKeyLen bytes, a TTL
@@ -163,6 +167,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, stmt := range []string{s.q.create, s.q.createQueue, s.q.createQueueIndex} {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+		}
+	}
+	var cols int
+	if err := tx.QueryRow(ctx, s.q.queueColumns, s.queue).Scan(&cols); err != nil {
+		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	}
+	if cols < 2 {
+		if _, err := tx.Exec(ctx, s.q.addQueueColumns); err != nil {
 			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
 		}
 	}

@@ -13,7 +13,16 @@ import (
 )
 
 func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue)
+	if g, ok := s.waiters.Take(r); ok {
+		return g, nil
+	}
+	var handTTL *float64 // the key is handed to the queued token only if it hears of it
+	if r.Queue && s.waiters.Listening() {
+		us := micros(r.TTL)
+		handTTL = &us
+	}
+	sent := time.Now()
+	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL)
 	if err != nil {
 		return lease.Grant{}, err
 	}
@@ -33,7 +42,13 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		return lease.Grant{}, err
 	}
 	if ok {
+		if r.Queue {
+			s.waiters.Settle(r.Token)
+		}
 		return lease.Grant{Fence: uint64(fence)}, nil
+	}
+	if r.Queue {
+		s.waiters.Queued(r.Key, r.Token, sent)
 	}
 	// Not taken: free but reserved for the waiters ahead, or held. Held
 	// without a live holder in the snapshot: a concurrent acquirer committed
@@ -57,6 +72,7 @@ func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
 }
 
 func (s *Store) tabRelease(ctx context.Context, r lease.Request) error {
+	s.waiters.Settle(r.Token)
 	var n, notified, dequeued int64
 	var commit string
 	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued, &commit); err != nil {
