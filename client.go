@@ -248,10 +248,12 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		switch {
 		case errors.As(err, &held):
 			transient = 0
-			sleep = waitFor(held.Remaining, p)
+			// Queued counts the live waiters ahead of our token: none
+			// means we are the head of the key's queue.
+			sleep = waitFor(held.Remaining, p, !(queued.Queue && held.Queued == 0))
 		case errors.Is(err, ErrHeld):
 			transient = 0
-			sleep = waitFor(0, p)
+			sleep = waitFor(0, p, true)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):

@@ -542,6 +542,42 @@ func TestAcquireWakesOnReleaseNotTimer(t *testing.T) {
 	}
 }
 
+// TestQueueHeadLooksAtExpiry: the head of a key's queue looks again as soon
+// as the holder's TTL runs out (a holder that died: no release to
+// announce), 1 ms after the remaining TTL it was told, without the jitter
+// that spreads waiters racing for a key (only the head can take it).
+func TestQueueHeadLooksAtExpiry(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dead := lease.Request{Key: "job", Token: "dead-holder", Holder: "dead", TTL: 1500 * time.Millisecond}
+	if _, err := f.mem.Acquire(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		l, err := f.c.Acquire(ctx, "job", lease.WithTTL(10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// The waiter asleep on its timer (the holder's 1.5 s, under its renew
+	// interval of 3.3 s).
+	for f.clk.Timers() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	f.clk.Advance(dead.TTL + time.Millisecond)
+	select {
+	case l := <-got:
+		if l == nil {
+			t.Fatal("no lease")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the head of the queue did not look again 1 ms after the holder's TTL ran out")
+	}
+}
+
 func TestCloseReleasesAndStops(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

@@ -104,7 +104,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 		switch {
 		case errors.Is(err, ErrHeld):
 			transient = 0
-			sleep = waitFor(remaining, s.p)
+			sleep = waitFor(remaining, s.p, true) // semaphore waiters race for the slots
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):

@@ -244,12 +244,19 @@ func (h *hub) close() {
 }
 
 // waitFor is how long a waiter sleeps when the holder has remaining TTL left
-// (0: unknown): until it would run out, plus jitter so that waiters spread.
-func waitFor(remaining time.Duration, p params) time.Duration {
+// (0: unknown): until it would run out, plus, when spread, jitter so that
+// waiters racing for the key do not all look at once. The head of a FIFO
+// queue is not spread: only it can take the key when the holder's TTL runs
+// out (the others would be refused), so it looks as soon as it can.
+func waitFor(remaining time.Duration, p params, spread bool) time.Duration {
 	if remaining <= 0 {
 		remaining = p.renew
 	}
-	return remaining + time.Millisecond + jitter(min(remaining/10, 50*time.Millisecond))
+	d := remaining + time.Millisecond
+	if spread {
+		d += jitter(min(remaining/10, 50*time.Millisecond))
+	}
+	return d
 }
 
 // jitter returns a random duration in [0, d).
