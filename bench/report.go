@@ -473,8 +473,9 @@ const reportNotes = `## Reading the results
   names the waiter first in the queue and only that waiter looks (` + "`lease.Announcer`" + `): a hand-off
   costs the release, the announcement and one acquire, whatever the number of waiters.
 - **What a hand-off costs, and why the peers can be quicker on their own stores.** leasekit's hand-off
-  is two writes on the store on Redis and PostgreSQL: the release, then the next waiter's acquire
-  (which takes the key and its new fence). etcd Mutex and zk.Lock create the waiter's key when it starts
+  would be two writes on the store: the release, then the next waiter's acquire (which takes the key and
+  its new fence); on Redis, etcd and PostgreSQL's table mode the release hands the key over instead
+  (below), and only PostgreSQL's advisory mode, whose lock belongs to a session, still pays both. etcd Mutex and zk.Lock create the waiter's key when it starts
   waiting and own the lock as soon as the predecessor's key is deleted: one write per hand-off, then a
   read. On ZooKeeper leasekit does the same: the waiter's queue entry becomes the lease on the write that
   last refreshed it (` + "`Grant.Since`" + `: the TTL is counted from that write), with nothing left to
@@ -489,16 +490,21 @@ const reportNotes = `## Reading the results
   and publishes that hand-off on the waiter's store's own channel alone: one of the 16 clients wakes,
   not all of them, and its store grants the key with no request (the release and the next refused,
   queueing attempt are the 2 requests per acquisition). On
-  PostgreSQL the release commits asynchronously (the next acquisition's synchronous commit flushes the WAL
-  past it) and a refused attempt takes no row lock, so waiters never queue behind the release. On Redis each
+  PostgreSQL's table mode the release statement hands the key to the first waiter whose entry carries a
+  TTL (its store listens) and names the fence in the NOTIFY payload; the waiter's store grants it with no
+  statement. That release commits synchronously (the waiter writes on the announcement); a release that
+  only frees the key, as in advisory mode, commits asynchronously (the next acquisition's synchronous
+  commit flushes the WAL past it). A refused attempt takes no row lock, so waiters never queue behind the
+  release. On Redis each
   ` + "`redis.call`" + ` inside a script costs about as much as a small command (about 2 µs on this server:
   an EVALSHA of ` + "`return 1`" + ` takes 1.9 µs, with one call 4.9 µs, with ten calls 19.7 µs, from
   ` + "`INFO commandstats`" + `); leasekit's acquire and release on a free key with nobody queued run 6 and 4
   calls (the fence counter, the server clock, the queue check, the announcement), redislock's
   SET NX and compare-and-delete 1 and 2.
 - **Fail-over** is bounded below by the TTL. A leasekit waiter without an expiry announcement sleeps until
-  the holder's remaining TTL (from the store's answer) plus 1 ms plus a jitter of up to
-  min(remaining/10, 50 ms): TTL + 1–51 ms + one round trip, right at the TTL + 50 ms bound.
+  the holder's remaining TTL (from the store's answer) plus 1 ms; waiters racing for a key add a jitter of
+  up to min(remaining/10, 50 ms), but the head of a FIFO queue, the only waiter that can take the key,
+  does not: TTL + 1 ms + one round trip.
   etcd expires leases on its lessor's checks (about every 500 ms) and ZooKeeper sessions on tick
   boundaries (tickTime 500 ms here): that granularity is the store's, for leasekit and the peers alike.
 - **Heartbeat round trips.** A batching store renews all due leases in one RenewMany call per interval;
@@ -557,7 +563,7 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 			key, why = "waitmax-"+vd.store, "**(2) wait max on "+vd.store+"**: the longest wait"+n+"; a single stall of the shared machine during a hand-off adds to every wait in progress"+peers+"."
 		case strings.HasPrefix(vd.target, "(2) hand-off") && strings.HasPrefix(vd.store, "postgres"):
 			key = "pg-handoff"
-			why = "**(2) PostgreSQL hand-off**: a hand-off is the release statement, the NOTIFY's delivery and the next waiter's acquire statement (with a synchronous commit); PostgreSQL 15 signals every listening backend of the database on each NOTIFY (16 here, one per worker's Client: each reads the notification queue, only the named waiter acts), and adding 16 idle listeners more raised the table-mode hand-off p50 by 0.6–0.85 ms in a throwaway test (2026-12-01, 2 runs each)"
+			why = "**(2) PostgreSQL hand-off**: a hand-off is the release statement, the NOTIFY's delivery and, in advisory mode, the next waiter's acquire statement (with a synchronous commit; in table mode the release hands the key over itself and commits synchronously); PostgreSQL 15 signals every listening backend of the database on each NOTIFY (16 here, one per worker's Client: each reads the notification queue, only the named waiter acts), and adding 16 idle listeners more raised the table-mode hand-off p50 by 0.6–0.85 ms in a throwaway test (2026-12-01, 2 runs each)"
 			if c := x.get("cycle", "leasekit", vd.store); c != nil {
 				why += fmt.Sprintf(". The server's statements are what varies between machines and runs: the uncontended cycle (two statements) took p50 %s ms in this run; in the run committed from 1cea91a (an earlier session) it took 0.54 ms (table) and the hand-off p50 was 1.38 ms (table) and 1.49 ms (advisory)", fp(c.P50Ms))
 			}
