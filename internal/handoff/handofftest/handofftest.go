@@ -1,0 +1,272 @@
+// Package handofftest is the test suite of stores whose Release hands a key
+// to the first waiter whose store listens, and whose waiter's store then
+// grants it from the announcement with no request (redislease, pglease's
+// table mode): the hand-off itself, a waiter that missed the announcement,
+// one whose store does not listen, one that gives up, one that died. Each
+// store's own tests add what is particular to it.
+package handofftest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
+)
+
+// Harness makes the fixtures of one subtest.
+type Harness struct {
+	// Pair returns two stores of one namespace on separate connections
+	// (the releaser's and the waiters'), and a function that counts the
+	// requests sent through the second so far. Both are closed when the
+	// test ends.
+	Pair func(t *testing.T) (releaser, waiters lease.Store, requests func() int)
+	// SinceFromFirst: a hand-off's Grant.Since counts from the waiter's
+	// first queueing request of its wait (handoff.Waiters.FromFirst), not
+	// from its last.
+	SinceFromFirst bool
+}
+
+// Run runs the suite, one subtest each.
+func Run(t *testing.T, h Harness) {
+	t.Run("HandOff", func(t *testing.T) { testHandOff(t, h) })
+	t.Run("Unread", func(t *testing.T) { testUnread(t, h) })
+	t.Run("NotListening", func(t *testing.T) { testNotListening(t, h) })
+	t.Run("GiveUp", func(t *testing.T) { testGiveUp(t, h) })
+	t.Run("ToDeadWaiter", func(t *testing.T) { testToDeadWaiter(t, h) })
+}
+
+// Subscribe subscribes to s's announcements until the test ends.
+func Subscribe(t testing.TB, s lease.Store) lease.Subscription {
+	t.Helper()
+	n, ok := s.(lease.Notifier)
+	if !ok {
+		t.Fatalf("%T does not announce releases", s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := n.Subscribe(ctx)
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	return sub
+}
+
+// Announcement reads sub's next announcement within 10 s.
+func Announcement(t testing.TB, ctx context.Context, sub lease.Subscription) lease.Announcement {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a, err := sub.(lease.Announcer).NextAnnouncement(ctx)
+	if err != nil {
+		t.Fatalf("NextAnnouncement: %v", err)
+	}
+	return a
+}
+
+// HeldBy checks that Inspect shows key held by holder, and returns its fence.
+func HeldBy(t testing.TB, ctx context.Context, s lease.Store, key, holder string) uint64 {
+	t.Helper()
+	info, err := s.Inspect(ctx, key)
+	if err != nil || !info.Held || info.Holder != holder {
+		t.Fatalf("Inspect(%q) = %+v, %v; want held by %s", key, info, err, holder)
+	}
+	return info.Fence
+}
+
+// Queued acquires r with Request.Queue on s and wants a *lease.HeldError
+// with ahead waiters queued before r.Token.
+func Queued(t testing.TB, ctx context.Context, s lease.Store, r lease.Request, ahead int) {
+	t.Helper()
+	r.Queue = true
+	_, err := s.Acquire(ctx, r)
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.Queued != ahead {
+		t.Fatalf("queued Acquire for %s = %v, want a *lease.HeldError with %d waiter(s) ahead", r.Holder, err, ahead)
+	}
+}
+
+// ReleaseTo acquires a through releaser, queues the waiters through
+// waiters in that order, and releases a.
+func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters lease.Store, a lease.Request, ws ...lease.Request) {
+	t.Helper()
+	if _, err := releaser.Acquire(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range ws {
+		Queued(t, ctx, waiters, w, i)
+	}
+	if err := releaser.Release(ctx, a); err != nil {
+		t.Fatalf("%s's Release: %v", a.Holder, err)
+	}
+}
+
+// Req returns a request for key with a fresh random token.
+func Req(key, holder string, ttl time.Duration) lease.Request {
+	return lease.Request{Key: key, Token: rand.Text(), Holder: holder, TTL: ttl}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testHandOff: A's release hands the key to B, queued through a store that
+// listens: the key carries B's holder and a larger fence at once, B's store
+// grants B's Acquire with no request (Since counts from B's last queueing
+// request, or its first), and B renews and releases it as its own.
+func testHandOff(t *testing.T, h Harness) {
+	sA, sB, requests := h.Pair(t)
+	ctx := testCtx(t)
+	sub := Subscribe(t, sB)
+	ttl := 10 * time.Second
+	a, b := Req("k", "A", ttl), Req("k", "B", ttl)
+	ga, err := sA.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	Queued(t, ctx, sB, b, 0)
+	time.Sleep(20 * time.Millisecond)
+	last := time.Now()
+	Queued(t, ctx, sB, b, 0) // a refresh of B's entry
+	if err := sA.Release(ctx, a); err != nil {
+		t.Fatalf("A's Release: %v", err)
+	}
+	fence := HeldBy(t, ctx, sA, "k", "B")
+	if fence <= ga.Fence {
+		t.Fatalf("handed fence %d, not above A's %d", fence, ga.Fence)
+	}
+	if an := Announcement(t, ctx, sub); an.Key != "k" || an.Next != b.Token {
+		t.Fatalf("announcement %+v, want key k with B next", an)
+	}
+	before := requests()
+	b.Queue = true
+	g, err := sB.Acquire(ctx, b)
+	if err != nil || g.Fence != fence {
+		t.Fatalf("B's Acquire = %+v, %v; want fence %d", g, err, fence)
+	}
+	if n := requests() - before; n != 0 {
+		t.Errorf("B's Acquire sent %d requests, want none", n)
+	}
+	from := last
+	if h.SinceFromFirst {
+		from = first
+	}
+	// Since is at least the time since that request's reply came back, at
+	// most the time since it was sent.
+	if bound := time.Since(from); g.Since <= 0 || g.Since > bound || (h.SinceFromFirst && g.Since < 20*time.Millisecond) {
+		t.Errorf("Since = %v, want the time since B's %s queueing request (at most %v)", g.Since,
+			map[bool]string{false: "last", true: "first"}[h.SinceFromFirst], bound)
+	}
+	if err := sB.Renew(ctx, b); err != nil {
+		t.Fatalf("B's Renew: %v", err)
+	}
+	if f := HeldBy(t, ctx, sA, "k", "B"); f != fence {
+		t.Errorf("fence after B's renewal %d, want %d", f, fence)
+	}
+	// The releaser cannot release what it handed over.
+	if err := sA.Release(ctx, a); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("A's second Release = %v, want ErrNotHeld", err)
+	}
+	if err := sB.Release(ctx, b); err != nil {
+		t.Fatalf("B's Release: %v", err)
+	}
+	if info, err := sA.Inspect(ctx, "k"); err != nil || info.Held {
+		t.Fatalf("after B's Release Inspect = %+v, %v; want free", info, err)
+	}
+}
+
+// testUnread: a waiter whose store has not read the announcement yet (or
+// missed it) asks the server, which grants it the fence it was handed; a
+// second Acquire keeps it.
+func testUnread(t *testing.T, h Harness) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	Subscribe(t, sB)
+	ttl := 10 * time.Second
+	a, b := Req("k", "A", ttl), Req("k", "B", ttl)
+	ReleaseTo(t, ctx, sA, sB, a, b)
+	fence := HeldBy(t, ctx, sA, "k", "B")
+	b.Queue = true
+	for i := range 2 {
+		if g, err := sB.Acquire(ctx, b); err != nil || g.Fence != fence || g.Since != 0 {
+			t.Fatalf("B's Acquire #%d = %+v, %v; want fence %d from the server", i+1, g, err, fence)
+		}
+	}
+}
+
+// testNotListening: a waiter whose store has no subscription is not handed
+// the key (it would not hear of it): the release frees the key, reserved
+// for that waiter, as in leasetest's FIFO tests.
+func testNotListening(t *testing.T, h Harness) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	Subscribe(t, sA) // the releaser listening does not matter
+	ttl := 10 * time.Second
+	a, b := Req("k", "A", ttl), Req("k", "B", ttl)
+	ReleaseTo(t, ctx, sA, sB, a, b)
+	if info, err := sA.Inspect(ctx, "k"); err != nil || info.Held {
+		t.Fatalf("Inspect = %+v, %v; want free (reserved for B)", info, err)
+	}
+	if _, err := sA.Acquire(ctx, Req("k", "C", ttl)); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a newcomer's Acquire = %v, want ErrHeld (the key is B's turn)", err)
+	}
+	b.Queue = true
+	if _, err := sB.Acquire(ctx, b); err != nil {
+		t.Fatalf("B's Acquire: %v", err)
+	}
+}
+
+// testGiveUp: a waiter handed the key that gives up releases it, and the key
+// is handed on to the next listening waiter.
+func testGiveUp(t *testing.T, h Harness) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	subB := Subscribe(t, sB)
+	ttl := 10 * time.Second
+	a, b, c := Req("k", "A", ttl), Req("k", "B", ttl), Req("k", "C", ttl)
+	ReleaseTo(t, ctx, sA, sB, a, b, c)
+	fb := HeldBy(t, ctx, sA, "k", "B")
+	if an := Announcement(t, ctx, subB); an.Next != b.Token {
+		t.Fatalf("announcement %+v, want B next", an)
+	}
+	if err := sB.Release(ctx, b); err != nil {
+		t.Fatalf("B's Release of the key handed to it: %v", err)
+	}
+	if fc := HeldBy(t, ctx, sA, "k", "C"); fc <= fb {
+		t.Fatalf("C's fence %d, not above B's %d", fc, fb)
+	}
+	if an := Announcement(t, ctx, subB); an.Next != c.Token {
+		t.Fatalf("announcement %+v, want C next", an)
+	}
+	// B's note is gone: a new Acquire with B's token is refused.
+	b.Queue = true
+	if _, err := sB.Acquire(ctx, b); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("B's Acquire after giving up = %v, want ErrHeld", err)
+	}
+	c.Queue = true
+	if _, err := sB.Acquire(ctx, c); err != nil {
+		t.Fatalf("C's Acquire: %v", err)
+	}
+}
+
+// testToDeadWaiter: a key handed to a waiter that died expires its TTL after
+// the hand-off, like a dead holder's.
+func testToDeadWaiter(t *testing.T, h Harness) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	Subscribe(t, sB)
+	a, b := Req("k", "A", 10*time.Second), Req("k", "B", 500*time.Millisecond)
+	ReleaseTo(t, ctx, sA, sB, a, b)
+	HeldBy(t, ctx, sA, "k", "B")
+	leasetest.AwaitFree(t, ctx, sA, "k", 5*time.Second, 50*time.Millisecond)
+	if _, err := sA.Acquire(ctx, Req("k", "D", time.Second)); err != nil {
+		t.Fatalf("Acquire after the dead waiter's TTL: %v", err)
+	}
+}
