@@ -13,8 +13,8 @@
 // beside it (Store.QueueTable: the name with "_queue" appended, in the same
 // schema), each only if missing, and adds the queue's hand-off columns
 // (holder, grant_ttl) when a queue table lacks them, so it also upgrades a
-// database made by an earlier version. No operation creates them implicitly: a missing table is
-// an error.
+// database made by an earlier version. No operation creates them
+// implicitly: a missing table is an error.
 //
 //	lease: ns text, key text, token text, holder text, fence bigint,
 //	       expires_at timestamptz, pid integer, PRIMARY KEY (ns, key)

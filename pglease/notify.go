@@ -24,9 +24,9 @@ var errSubClosed = errors.New("pglease: subscription closed")
 // store's channel (one per table and namespace; the payload is described at
 // NextAnnouncement) and returns once the server has confirmed it, so every
 // release committed after it returns is delivered. While a subscription is
-// open, the store's table-mode waiters ask to be handed the key. A lease.Client makes one
-// subscription for all its waiters. Closing the subscription closes the
-// connection.
+// open, the store's table-mode waiters ask to be handed the key. A
+// lease.Client makes one subscription for all its waiters. Closing the
+// subscription closes the connection.
 func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {

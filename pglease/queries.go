@@ -7,7 +7,7 @@ import "strings"
 // queries holds the statements of one store; see the package documentation
 // for the schema.
 type queries struct {
-	create, createQueue, createQueueIndex, queueColumns, addQueueColumns string
+	create, createQueue, createQueueIndex, addQueueColumns string
 
 	tabAcquire, tabRenew, tabRelease, tabRenewMany, tabInspect, tabFence string
 
@@ -164,14 +164,14 @@ func buildQueries(table, queue, index string) queries {
 		create:           strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
 		createQueue:      strings.Replace(queueSchemaSQL, " Q ", " "+queue+" ", 1),
 		createQueueIndex: strings.NewReplacer(" I ", " "+index+" ", " Q ", " "+queue+" ").Replace(queueIndexSQL),
-		queueColumns:     queueColumnsSQL,
 		addQueueColumns:  strings.Replace(addQueueColumnsSQL, " Q ", " "+queue+" ", 1),
 
 		// Table mode. $1 ns, $2 key, $3 token, $4 holder, $5 TTL in µs, $6
 		// queue, $7 the TTL in µs of a hand-off to the queued token (NULL:
-		// its store does not listen, so the key is not handed to it). The upsert takes the row only when it is already ours and
-		// live, or free or expired with no live waiter queued ahead of us
-		// (ah, from the statement's snapshot); otherwise the last branch
+		// its store does not listen, so the key is not handed to it). The
+		// upsert takes the row only when it is already ours and live, or
+		// free or expired with no live waiter queued ahead of us (ah, from
+		// the statement's snapshot); otherwise the last branch
 		// reports the holder (from the snapshot: none if the row was
 		// committed after it) and how many waiters are ahead, and enq queues
 		// us (or refreshes our entry) when $6. A grant takes us out of the

@@ -171,7 +171,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	var cols int
-	if err := tx.QueryRow(ctx, s.q.queueColumns, s.queue).Scan(&cols); err != nil {
+	if err := tx.QueryRow(ctx, queueColumnsSQL, s.queue).Scan(&cols); err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
 	}
 	if cols < 2 {

@@ -42,14 +42,10 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		return lease.Grant{}, err
 	}
 	if ok {
-		if r.Queue {
-			s.waiters.Settle(r.Token)
-		}
+		s.waiters.Granted(r)
 		return lease.Grant{Fence: uint64(fence)}, nil
 	}
-	if r.Queue {
-		s.waiters.Queued(r.Key, r.Token, sent)
-	}
+	s.waiters.Refused(r, sent)
 	// Not taken: free but reserved for the waiters ahead, or held. Held
 	// without a live holder in the snapshot: a concurrent acquirer committed
 	// it after this statement's snapshot, someone we cannot name.

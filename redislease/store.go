@@ -130,9 +130,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 		}
-		if r.Queue {
-			s.waiters.Settle(r.Token)
-		}
+		s.waiters.Granted(r)
 		return lease.Grant{Fence: fence}, nil
 	}
 	holder, err1 := replyString(res, 1)
@@ -142,9 +140,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	if r.Queue {
-		s.waiters.Queued(r.Key, r.Token, sent)
-	}
+	s.waiters.Refused(r, sent)
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }
 

@@ -63,18 +63,30 @@ func (w *Waiters) Unlisten() { w.listening.Add(-1) }
 // Listening reports whether a subscription of the store is open.
 func (w *Waiters) Listening() bool { return w.listening.Load() > 0 }
 
-// Queued records that token was queued for key by a request sent at sent
-// (with FromFirst, a later request of the same wait keeps the first's time).
-func (w *Waiters) Queued(key, token string, sent time.Time) {
+// Refused records the outcome of an Acquire of r, sent at sent, that the
+// server refused: with r.Queue, r.Token is now queued for r.Key (with
+// FromFirst, a later request of the same wait keeps the first's time).
+func (w *Waiters) Refused(r lease.Request, sent time.Time) {
+	if !r.Queue {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.queued == nil {
 		w.queued = make(map[string]queuedAt)
 	}
-	if q, ok := w.queued[token]; ok && w.FromFirst && q.key == key {
+	if q, ok := w.queued[r.Token]; ok && w.FromFirst && q.key == r.Key {
 		return
 	}
-	w.queued[token] = queuedAt{key: key, sent: sent}
+	w.queued[r.Token] = queuedAt{key: r.Key, sent: sent}
+}
+
+// Granted records that the server granted an Acquire of r: with r.Queue,
+// r.Token has left the queue.
+func (w *Waiters) Granted(r lease.Request) {
+	if r.Queue {
+		w.Settle(r.Token)
+	}
 }
 
 // Settle forgets token: it was granted the key, or released it, or gave up.
@@ -101,10 +113,10 @@ func (w *Waiters) Handed(key, token string, fence uint64) {
 
 // Take grants r from a hand-off announced to r.Token, if there is one and
 // the waiter's last (with FromFirst, first) request was sent less than half
-// r.TTL ago (the key was
-// granted for r.TTL after that, so the grant's Since counts from then). Only
-// a queueing request (r.Queue) is granted so: the hand-off was to a queued
-// waiter. Otherwise the store asks the server, which refreshes the TTL.
+// r.TTL ago (the key was granted for r.TTL after that, so the grant's Since
+// counts from then). Only a queueing request (r.Queue) is granted so: the
+// hand-off was to a queued waiter. Otherwise the store asks the server,
+// which refreshes the TTL.
 func (w *Waiters) Take(r lease.Request) (lease.Grant, bool) {
 	if !r.Queue {
 		return lease.Grant{}, false

@@ -19,7 +19,7 @@ func queuedReq(key, token string) lease.Request {
 // are not.
 func TestTake(t *testing.T) {
 	var w Waiters
-	w.Queued("k", "b", time.Now())
+	w.Refused(queuedReq("k", "b"), time.Now())
 	w.Handed("k", "stranger", 5) // not queued here
 	w.Handed("other", "b", 6)    // b waits for k, not for other
 	if g, ok := w.Take(queuedReq("k", "b")); ok {
@@ -41,7 +41,7 @@ func TestTake(t *testing.T) {
 // TestSettle: a settled token's hand-off is forgotten.
 func TestSettle(t *testing.T) {
 	var w Waiters
-	w.Queued("k", "b", time.Now())
+	w.Refused(queuedReq("k", "b"), time.Now())
 	w.Handed("k", "b", 3)
 	w.Settle("b")
 	if g, ok := w.Take(queuedReq("k", "b")); ok {
@@ -61,8 +61,8 @@ func TestSinceFrom(t *testing.T) {
 	last := time.Now().Add(-time.Second)
 	for _, fromFirst := range []bool{false, true} {
 		w := Waiters{FromFirst: fromFirst}
-		w.Queued("k", "b", first)
-		w.Queued("k", "b", last)
+		w.Refused(queuedReq("k", "b"), first)
+		w.Refused(queuedReq("k", "b"), last)
 		w.Handed("k", "b", 1)
 		g, ok := w.Take(queuedReq("k", "b"))
 		want := time.Since(last)
@@ -74,7 +74,7 @@ func TestSinceFrom(t *testing.T) {
 		}
 	}
 	var w Waiters
-	w.Queued("k", "b", time.Now().Add(-5*time.Second))
+	w.Refused(queuedReq("k", "b"), time.Now().Add(-5*time.Second))
 	w.Handed("k", "b", 1)
 	if g, ok := w.Take(queuedReq("k", "b")); ok {
 		t.Fatalf("Take of a request sent half the TTL ago = %+v, want the server asked", g)
@@ -96,5 +96,26 @@ func TestListening(t *testing.T) {
 	w.Unlisten()
 	if w.Listening() {
 		t.Fatal("all subscriptions closed, Listening true")
+	}
+}
+
+// TestOutcomes: only queueing requests are recorded; a grant settles the
+// token, so a later hand-off to it is ignored.
+func TestOutcomes(t *testing.T) {
+	var w Waiters
+	plain := queuedReq("k", "a")
+	plain.Queue = false
+	w.Refused(plain, time.Now()) // not queued: nothing to hand off to
+	w.Handed("k", "a", 1)
+	a := queuedReq("k", "a")
+	if g, ok := w.Take(a); ok {
+		t.Fatalf("Take after a refusal without Queue = %+v", g)
+	}
+	b := queuedReq("k", "b")
+	w.Refused(b, time.Now())
+	w.Granted(b) // granted by the server: left the queue
+	w.Handed("k", "b", 2)
+	if g, ok := w.Take(b); ok {
+		t.Fatalf("Take after Granted = %+v", g)
 	}
 }

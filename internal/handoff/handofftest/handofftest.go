@@ -154,15 +154,14 @@ func testHandOff(t *testing.T, h Harness) {
 	if n := requests() - before; n != 0 {
 		t.Errorf("B's Acquire sent %d requests, want none", n)
 	}
-	from := last
+	from, which := last, "last"
 	if h.SinceFromFirst {
-		from = first
+		from, which = first, "first"
 	}
 	// Since is at least the time since that request's reply came back, at
 	// most the time since it was sent.
 	if bound := time.Since(from); g.Since <= 0 || g.Since > bound || (h.SinceFromFirst && g.Since < 20*time.Millisecond) {
-		t.Errorf("Since = %v, want the time since B's %s queueing request (at most %v)", g.Since,
-			map[bool]string{false: "last", true: "first"}[h.SinceFromFirst], bound)
+		t.Errorf("Since = %v, want the time since B's %s queueing request (at most %v)", g.Since, which, bound)
 	}
 	if err := sB.Renew(ctx, b); err != nil {
 		t.Fatalf("B's Renew: %v", err)
