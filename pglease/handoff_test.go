@@ -8,11 +8,9 @@ package pglease_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
@@ -20,35 +18,14 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-// queryCounter counts the statements sent through a pool.
-type queryCounter struct{ n atomic.Int64 }
-
-func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // handOffPair returns a table-mode store on the shared pool and a second
 // store of the same namespace on a pool of its own, whose statements are
 // counted.
-func handOffPair(t *testing.T) (*pglease.Store, *pglease.Store, *queryCounter) {
+func handOffPair(t *testing.T) (*pglease.Store, *pglease.Store, *statementCounter) {
 	t.Helper()
 	sA := newStore(t, sharedPool(t), pglease.ModeTable)
-	cfg, err := pgxpool.ParseConfig(sharedDSN(t))
-	if err != nil {
-		t.Fatalf("parse DSN: %v", err)
-	}
-	qc := &queryCounter{}
-	cfg.ConnConfig.Tracer = qc
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(testCtx(t, 10*time.Second), cfg)
-	if err != nil {
-		t.Fatalf("pgxpool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return sA, storeNS(t, pool, pglease.ModeTable, sA.Namespace()), qc
+	pool, sc := countingPool(t, 4)
+	return sA, storeNS(t, pool, pglease.ModeTable, sA.Namespace()), sc
 }
 
 // TestHandOff runs the shared hand-off suite on table mode. Since counts
@@ -57,8 +34,8 @@ func handOffPair(t *testing.T) (*pglease.Store, *pglease.Store, *queryCounter) {
 func TestHandOff(t *testing.T) {
 	handofftest.Run(t, handofftest.Harness{
 		Pair: func(t *testing.T) (lease.Store, lease.Store, func() int) {
-			sA, sB, qc := handOffPair(t)
-			return sA, sB, func() int { return int(qc.n.Load()) }
+			sA, sB, sc := handOffPair(t)
+			return sA, sB, func() int { return int(sc.n.Load()) }
 		},
 		SinceFromFirst: true,
 	})
