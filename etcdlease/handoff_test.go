@@ -51,7 +51,7 @@ func TestHandOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer subB.Close()
-	queue(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	drain(t, subA) // its mirror learns B's entry from the watch
 	entry, err := cliA.Get(ctx, entryKey(prefix, "k", b.Token))
 	if err != nil || len(entry.Kvs) != 1 {
@@ -104,7 +104,7 @@ func TestHandOff(t *testing.T) {
 	// The entry's etcd lease carries nothing now: B's store queues its next
 	// waiter on it (a spare), then that waiter gives up.
 	e := req("k", ttl)
-	queue(t, ctx, sB, e, 0)
+	leasetest.Queued(t, ctx, sB, e, 0)
 	if resp, err := cliA.Get(ctx, entryKey(prefix, "k", e.Token)); err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != entryLease {
 		t.Fatalf("E's entry: %v, %v; want it on the spare etcd lease %x", resp, err, entryLease)
 	}
@@ -158,7 +158,7 @@ func TestHandOffFences(t *testing.T) {
 	}
 	defer subA.Close()
 	b := req("k", ttl)
-	queue(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	drain(t, subA)
 	staleRelease(t, ctx, sB, b, sA, a)
 
@@ -169,7 +169,7 @@ func TestHandOffFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	grow("C", g.Fence)
-	queue(t, ctx, sB, d, 0)
+	leasetest.Queued(t, ctx, sB, d, 0)
 	drain(t, subA)
 	if err := sA.Release(ctx, c); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func handTo(t *testing.T, ctx context.Context, sA, sB *etcdlease.Store, a, b lea
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = subB.Close() })
-	queue(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	drain(t, subA) // its mirror lists B
 	if err := sA.Release(ctx, a); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestHandOffGiveUp(t *testing.T) {
 	ttl := 5 * time.Second
 	a, b, c := req("k", ttl), req("k", ttl), req("k", ttl)
 	handed := handTo(t, ctx, sA, sB, a, b)
-	queue(t, ctx, sC, c, 0)
+	leasetest.Queued(t, ctx, sC, c, 0)
 	if err := sB.Release(ctx, b); err != nil {
 		t.Fatalf("B gives up holding the handed key: %v, want it released", err)
 	}
@@ -323,7 +323,7 @@ func TestHandOffNeedsHolder(t *testing.T) {
 	if _, err := sA.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	queue(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	sub, err := sA.Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)

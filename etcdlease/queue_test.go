@@ -14,23 +14,11 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/etcdlease"
+	"github.com/leasekit/lease/leasetest"
 )
 
 // entryKey is the etcd key of token's entry in key's queue.
 func entryKey(prefix, key, token string) string { return prefix + key + "\x00q/" + token }
-
-// queue acquires r with Request.Queue and fails unless it is refused with
-// ahead waiters queued before r.Token.
-func queue(t *testing.T, ctx context.Context, s lease.Store, r lease.Request, ahead int) *lease.HeldError {
-	t.Helper()
-	r.Queue = true
-	_, err := s.Acquire(ctx, r)
-	var he *lease.HeldError
-	if !errors.As(err, &he) || he.Queued != ahead {
-		t.Fatalf("queued Acquire(%q) = %v, want a HeldError with %d waiter(s) ahead", r.Key, err, ahead)
-	}
-	return he
-}
 
 // TestQueueEntries: a waiter's entry is an etcd key beside the lease key, on
 // an etcd lease of its own with the waiter's TTL; it expires a TTL after the
@@ -50,7 +38,7 @@ func TestQueueEntries(t *testing.T) {
 
 	w := req("k", 2100*time.Millisecond) // rounds up to 3s
 	w.Holder = "waiter-w"
-	if he := queue(t, ctx, s, w, 0); he.Holder != holder.Holder || he.Fence == 0 {
+	if he := leasetest.Queued(t, ctx, s, w, 0); he.Holder != holder.Holder || he.Fence == 0 {
 		t.Errorf("HeldError = %+v, want the holder %q and its fence", he, holder.Holder)
 	}
 	resp, err := cli.Get(ctx, entryKey(prefix, "k", w.Token))
@@ -75,7 +63,7 @@ func TestQueueEntries(t *testing.T) {
 	// A second waiter, refreshed while w is not; the holder keeps renewing
 	// the store's etcd lease (which w's entry is not on).
 	x := req("k", ttl)
-	queue(t, ctx, s, x, 1)
+	leasetest.Queued(t, ctx, s, x, 1)
 	last := time.Now()
 	for {
 		if err := s.Renew(ctx, holder); err != nil {
@@ -150,14 +138,14 @@ func TestQueueRoundTrips(t *testing.T) {
 	}
 	b, c := req("k", ttl), req("k", ttl)
 	cnt.take()
-	queue(t, ctx, s, b, 0)
+	leasetest.Queued(t, ctx, s, b, 0)
 	want("first queued Acquire", map[string]int{"Txn": 1, "LeaseGrant": 1, "Put": 1})
-	queue(t, ctx, s, b, 0)
+	leasetest.Queued(t, ctx, s, b, 0)
 	want("queued Acquire, entry refreshed less than a quarter TTL ago", map[string]int{"Txn": 1})
 	time.Sleep(ttl / 4)
-	queue(t, ctx, s, b, 0)
+	leasetest.Queued(t, ctx, s, b, 0)
 	want("queued Acquire, refresh", map[string]int{"LeaseKeepAlive": 1, "Txn": 1})
-	queue(t, ctx, s, c, 1)
+	leasetest.Queued(t, ctx, s, c, 1)
 	cnt.take()
 	if _, err := s.Acquire(ctx, req("k", ttl)); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("unqueued Acquire of a held key: %v", err)
@@ -178,7 +166,7 @@ func TestQueueRoundTrips(t *testing.T) {
 	want("Release of a queued token (giving up)", map[string]int{"Txn": 1})
 	// The etcd leases of B's and C's entries carry nothing now: spares.
 	d := req("k", ttl)
-	queue(t, ctx, s, d, 0)
+	leasetest.Queued(t, ctx, s, d, 0)
 	want("first queued Acquire, on a spare etcd lease", map[string]int{"Txn": 1})
 
 	// A head whose store did not write its entry (another store of the same
@@ -234,9 +222,9 @@ func TestSubscribeQueue(t *testing.T) {
 	if _, err := w.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	queue(t, ctx, w, b, 0)
-	queue(t, ctx, w, c, 1)
-	queue(t, ctx, w, d, 2)
+	leasetest.Queued(t, ctx, w, b, 0)
+	leasetest.Queued(t, ctx, w, c, 1)
+	leasetest.Queued(t, ctx, w, d, 2)
 	dLast := time.Now()
 	quiet("queueing")
 	if err := w.Release(ctx, a); err != nil {
@@ -257,7 +245,7 @@ func TestSubscribeQueue(t *testing.T) {
 		t.Fatalf("C's Release: %v, want ErrNotHeld", err)
 	}
 	next("k", 2*time.Second)
-	queue(t, ctx, w, req("k", ttl), 1) // D is first now: a newcomer waits behind it
+	leasetest.Queued(t, ctx, w, req("k", ttl), 1) // D is first now: a newcomer waits behind it
 	// D stops trying: its entry expires after its TTL, and that is announced.
 	for {
 		nctx, cancel := context.WithTimeout(ctx, 8*time.Second)
@@ -290,8 +278,8 @@ func TestQueueClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, c := req("k", ttl), req("k", ttl)
-	queue(t, ctx, s2, b, 0)
-	queue(t, ctx, s1, c, 1)
+	leasetest.Queued(t, ctx, s2, b, 0)
+	leasetest.Queued(t, ctx, s1, c, 1)
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}

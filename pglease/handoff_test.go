@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/handoff/handofftest"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
 
@@ -57,8 +58,8 @@ func TestHandOffGiveUpDuringRelease(t *testing.T) {
 	if _, err := sA.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	handofftest.Queued(t, ctx, sB, b, 0)
-	handofftest.Queued(t, ctx, sB, c, 1)
+	leasetest.Queued(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, c, 1)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestHandOffMigrateUpgrade(t *testing.T) {
 		}
 	}
 	handofftest.Subscribe(t, s)
-	handofftest.Queued(t, ctx, s, b, 1) // behind the old waiter
+	leasetest.Queued(t, ctx, s, b, 1) // behind the old waiter
 	if err := s.Release(ctx, a); err != nil {
 		t.Fatalf("A's Release: %v", err)
 	}
@@ -155,7 +156,7 @@ func TestHandOffMigrateUpgrade(t *testing.T) {
 		t.Fatalf("B's Acquire = %+v, %v; want fence 8", g, err)
 	}
 	c := req("k", "C", 5*time.Second)
-	handofftest.Queued(t, ctx, s, c, 0)
+	leasetest.Queued(t, ctx, s, c, 0)
 	if err := s.Release(ctx, b); err != nil {
 		t.Fatalf("B's Release: %v", err)
 	}

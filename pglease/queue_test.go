@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff/handofftest"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
 
@@ -79,7 +79,7 @@ func TestQueueMigrateUpgrade(t *testing.T) {
 				t.Fatalf("Acquire after the upgrade = %+v, %v; want fence 42", g, err)
 			}
 			b := req("k", "B", 5*time.Second)
-			handofftest.Queued(t, ctx, s, b, 0)
+			leasetest.Queued(t, ctx, s, b, 0)
 			if err := s.Release(ctx, a); err != nil {
 				t.Fatalf("A's Release: %v", err)
 			}
@@ -131,7 +131,7 @@ func TestQueueLongTableName(t *testing.T) {
 		if _, err := s.Acquire(ctx, a); err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
-		handofftest.Queued(t, ctx, s, b, 0)
+		leasetest.Queued(t, ctx, s, b, 0)
 		if n := queueRows(t, ctx, pool, s); n != 1 {
 			t.Errorf("%d queue entries, want 1", n)
 		}
@@ -158,9 +158,9 @@ func TestQueueGiveUpAnnounces(t *testing.T) {
 			if _, err := s.Acquire(ctx, a); err != nil {
 				t.Fatalf("A's Acquire: %v", err)
 			}
-			handofftest.Queued(t, ctx, s, b, 0)
-			handofftest.Queued(t, ctx, s, c, 1)
-			handofftest.Queued(t, ctx, s, d, 2)
+			leasetest.Queued(t, ctx, s, b, 0)
+			leasetest.Queued(t, ctx, s, c, 1)
+			leasetest.Queued(t, ctx, s, d, 2)
 			// D gives up while A holds the key: no announcement.
 			if err := s.Release(ctx, d); !errors.Is(err, lease.ErrNotHeld) {
 				t.Fatalf("D's Release = %v, want ErrNotHeld", err)
@@ -243,20 +243,20 @@ func TestQueueSweep(t *testing.T) {
 			if _, err := s.Acquire(ctx, a); err != nil {
 				t.Fatalf("A's Acquire: %v", err)
 			}
-			handofftest.Queued(t, ctx, s, req("k1", "dead1", short), 0)
-			handofftest.Queued(t, ctx, s, req("k1", "dead2", short), 1)
+			leasetest.Queued(t, ctx, s, req("k1", "dead1", short), 0)
+			leasetest.Queued(t, ctx, s, req("k1", "dead2", short), 1)
 			h := req("k2", "H", long)
 			if _, err := s.Acquire(ctx, h); err != nil {
 				t.Fatalf("H's Acquire: %v", err)
 			}
-			handofftest.Queued(t, ctx, s, req("k2", "dead3", short), 0)
+			leasetest.Queued(t, ctx, s, req("k2", "dead3", short), 0)
 			if n := queueRows(t, ctx, pool, s); n != 3 {
 				t.Fatalf("%d queue entries, want 3", n)
 			}
 			time.Sleep(3 * short)
 			// A newcomer on k1 sees nobody ahead (the dead expired) and its
 			// Acquire drops k1's expired entries.
-			handofftest.Queued(t, ctx, s, req("k1", "B", long), 0)
+			leasetest.Queued(t, ctx, s, req("k1", "B", long), 0)
 			if n := queueRows(t, ctx, pool, s); n != 2 {
 				t.Fatalf("%d queue entries after an Acquire of k1, want 2 (B's and k2's)", n)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/handoff/handofftest"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/redislease"
 )
 
@@ -75,7 +76,7 @@ func TestHandOffFenceCounterAboveClock(t *testing.T) {
 	if _, err := sA.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	handofftest.Queued(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	c := sharedClient(t)
 	const high = 9000000000000000
 	if err := c.Set(ctx, fenceKey(sA.Prefix(), "k"), high, 0).Err(); err != nil {

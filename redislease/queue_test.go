@@ -11,24 +11,9 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/redis/go-redis/v9"
 )
-
-// queued acquires r with Request.Queue and checks that it is refused with
-// ahead waiters before it.
-func queued(t *testing.T, ctx context.Context, s lease.Store, r lease.Request, ahead int) *lease.HeldError {
-	t.Helper()
-	r.Queue = true
-	_, err := s.Acquire(ctx, r)
-	var he *lease.HeldError
-	if !errors.As(err, &he) {
-		t.Fatalf("queued Acquire for %s = %v, want a *lease.HeldError", r.Holder, err)
-	}
-	if he.Queued != ahead {
-		t.Fatalf("queued Acquire for %s: Queued = %d, want %d", r.Holder, he.Queued, ahead)
-	}
-	return he
-}
 
 // queueEntries returns the tokens of key's queue in order with their arrival
 // scores, and their expiry scores.
@@ -72,8 +57,8 @@ func TestQueueLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, w := req(k, token(t), "B", 3*time.Second), req(k, token(t), "C", 5*time.Second)
-		queued(t, ctx, s, b, 0)
-		he := queued(t, ctx, s, w, 1)
+		leasetest.Queued(t, ctx, s, b, 0)
+		he := leasetest.Queued(t, ctx, s, w, 1)
 		if he.Holder != "A" || he.Remaining <= 0 {
 			t.Errorf("key %q: HeldError %+v, want holder A", k, he)
 		}
@@ -101,7 +86,7 @@ func TestQueueLayout(t *testing.T) {
 		// B refreshes with a longer TTL: same place, later expiry, and the
 		// queue keys now live as long as B's entry.
 		b.TTL = 8 * time.Second
-		queued(t, ctx, s, b, 0)
+		leasetest.Queued(t, ctx, s, b, 0)
 		q2, x2 := queueEntries(t, ctx, c, p, k)
 		if len(q2) != 2 || q2[0] != q1[0] || q2[1] != q1[1] {
 			t.Errorf("key %q: queue after B's refresh %v, want unchanged %v", k, q2, q1)
@@ -139,11 +124,11 @@ func TestQueueAbandonedVanishes(t *testing.T) {
 	if _, err := s.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	queued(t, ctx, s, req("k", token(t), "short", 200*time.Millisecond), 0)
-	queued(t, ctx, s, req("k", token(t), "long", 600*time.Millisecond), 1)
+	leasetest.Queued(t, ctx, s, req("k", token(t), "short", 200*time.Millisecond), 0)
+	leasetest.Queued(t, ctx, s, req("k", token(t), "long", 600*time.Millisecond), 1)
 	time.Sleep(400 * time.Millisecond)
 	// The short entry expired: only the long one is ahead.
-	queued(t, ctx, s, req("k", token(t), "probe", 200*time.Millisecond), 1)
+	leasetest.Queued(t, ctx, s, req("k", token(t), "probe", 200*time.Millisecond), 1)
 	qk, xk := queueKey(s.Prefix(), "k"), queueExpiryKey(s.Prefix(), "k")
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Exists(ctx, qk, xk).Val() != 0 {
@@ -153,7 +138,7 @@ func TestQueueAbandonedVanishes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The holder is unaffected; a newcomer queues first.
-	queued(t, ctx, s, req("k", token(t), "new", time.Second), 0)
+	leasetest.Queued(t, ctx, s, req("k", token(t), "new", time.Second), 0)
 }
 
 // A free key with live waiters is refused without Request.Queue too (the
@@ -168,7 +153,7 @@ func TestQueueReservedFreeKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := req("k", token(t), "B", 10*time.Second)
-	queued(t, ctx, s, b, 0)
+	leasetest.Queued(t, ctx, s, b, 0)
 	if err := s.Release(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +202,11 @@ func TestQueueArrivalMonotonic(t *testing.T) {
 	var rs []lease.Request
 	for i := range 20 { // back to back: several may share a microsecond
 		r := req("k", token(t), "w", 10*time.Second)
-		queued(t, ctx, s, r, i+1)
+		leasetest.Queued(t, ctx, s, r, i+1)
 		rs = append(rs, r)
 	}
 	for i, r := range rs {
-		queued(t, ctx, s, r, i+1) // refreshes keep every place
+		leasetest.Queued(t, ctx, s, r, i+1) // refreshes keep every place
 	}
 	q, _ := queueEntries(t, ctx, c, p, "k")
 	if len(q) != 21 || q[0].Member != "ahead-of-the-clock" {
@@ -247,9 +232,9 @@ func TestQueueGiveUpAnnounces(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, w, d := req("k", token(t), "B", 10*time.Second), req("k", token(t), "C", 10*time.Second), req("k", token(t), "D", 10*time.Second)
-	queued(t, ctx, other, b, 0)
-	queued(t, ctx, other, w, 1)
-	queued(t, ctx, other, d, 2)
+	leasetest.Queued(t, ctx, other, b, 0)
+	leasetest.Queued(t, ctx, other, w, 1)
+	leasetest.Queued(t, ctx, other, d, 2)
 	// D gives up while A holds the key: no announcement (checked below: the
 	// next message is A's release).
 	if err := other.Release(ctx, d); !errors.Is(err, lease.ErrNotHeld) {

@@ -13,20 +13,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
-
-// queueReq acquires r with Request.Queue on s and wants a *lease.HeldError
-// with ahead waiters queued before it.
-func queueReq(t *testing.T, ctx context.Context, s *zklease.Store, r lease.Request, ahead int) {
-	t.Helper()
-	r.Queue = true
-	_, err := s.Acquire(ctx, r)
-	var he *lease.HeldError
-	if !errors.As(err, &he) || he.Queued != ahead {
-		t.Fatalf("queued Acquire for %s = %v, want a HeldError with %d queued ahead", r.Holder, err, ahead)
-	}
-}
 
 // subscribe opens a subscription on s, closed at cleanup.
 func subscribe(t *testing.T, s *zklease.Store) lease.Subscription {
@@ -73,8 +62,8 @@ func TestQueueLayout(t *testing.T) {
 	if _, err := s1.Acquire(ctx, a); err != nil {
 		t.Fatalf("A's Acquire: %v", err)
 	}
-	queueReq(t, ctx, s2, b, 0)
-	queueReq(t, ctx, s1, c, 1)
+	leasetest.Queued(t, ctx, s2, b, 0)
+	leasetest.Queued(t, ctx, s1, c, 1)
 	parent := s1.Root() + "/" + key
 	kids, _, err := raw.Children(parent)
 	if err != nil {
@@ -161,9 +150,9 @@ func TestQueueWakesPredecessorOnly(t *testing.T) {
 	if _, err := s1.Acquire(ctx, a); err != nil {
 		t.Fatalf("A's Acquire: %v", err)
 	}
-	queueReq(t, ctx, s2, b, 0)
-	queueReq(t, ctx, s3, c, 1)
-	queueReq(t, ctx, s3, c, 1) // a refresh: still one watch, on B
+	leasetest.Queued(t, ctx, s2, b, 0)
+	leasetest.Queued(t, ctx, s3, c, 1)
+	leasetest.Queued(t, ctx, s3, c, 1) // a refresh: still one watch, on B
 	if err := s1.Release(ctx, a); err != nil {
 		t.Fatalf("A's Release: %v", err)
 	}
@@ -172,7 +161,7 @@ func TestQueueWakesPredecessorOnly(t *testing.T) {
 	if _, err := s2.Acquire(ctx, b); err != nil {
 		t.Fatalf("B's Acquire after the wake-up: %v", err)
 	}
-	queueReq(t, ctx, s3, c, 0)
+	leasetest.Queued(t, ctx, s3, c, 0)
 	if err := s2.Release(ctx, b); err != nil {
 		t.Fatalf("B's Release: %v", err)
 	}
@@ -198,13 +187,13 @@ func TestQueueWaiterSessionEnds(t *testing.T) {
 	if _, err := s1.Acquire(ctx, a); err != nil {
 		t.Fatalf("A's Acquire: %v", err)
 	}
-	queueReq(t, ctx, dead, b, 0)
-	queueReq(t, ctx, s3, c, 1)
+	leasetest.Queued(t, ctx, dead, b, 0)
+	leasetest.Queued(t, ctx, s3, c, 1)
 	if err := dead.Close(); err != nil { // ends B's session
 		t.Fatalf("Close: %v", err)
 	}
 	wantWoken(t, sub3, key, "C")
-	queueReq(t, ctx, s3, c, 0)
+	leasetest.Queued(t, ctx, s3, c, 0)
 	if err := s1.Release(ctx, a); err != nil {
 		t.Fatalf("A's Release: %v", err)
 	}
@@ -229,7 +218,7 @@ func TestQueueGrantRecordLater(t *testing.T) {
 	if _, err := s1.Acquire(ctx, a); err != nil {
 		t.Fatalf("A's Acquire: %v", err)
 	}
-	queueReq(t, ctx, s2, b, 0)
+	leasetest.Queued(t, ctx, s2, b, 0)
 	parent := s1.Root() + "/" + key
 	kids, _, err := raw.Children(parent)
 	if err != nil || len(kids) != 2 {

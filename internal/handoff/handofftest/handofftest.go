@@ -78,18 +78,6 @@ func HeldBy(t testing.TB, ctx context.Context, s lease.Store, key, holder string
 	return info.Fence
 }
 
-// Queued acquires r with Request.Queue on s and wants a *lease.HeldError
-// with ahead waiters queued before r.Token.
-func Queued(t testing.TB, ctx context.Context, s lease.Store, r lease.Request, ahead int) {
-	t.Helper()
-	r.Queue = true
-	_, err := s.Acquire(ctx, r)
-	var he *lease.HeldError
-	if !errors.As(err, &he) || he.Queued != ahead {
-		t.Fatalf("queued Acquire for %s = %v, want a *lease.HeldError with %d waiter(s) ahead", r.Holder, err, ahead)
-	}
-}
-
 // ReleaseTo acquires a through releaser, queues the waiters through
 // waiters in that order, and releases a.
 func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters lease.Store, a lease.Request, ws ...lease.Request) {
@@ -98,7 +86,7 @@ func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters lease.Store,
 		t.Fatal(err)
 	}
 	for i, w := range ws {
-		Queued(t, ctx, waiters, w, i)
+		leasetest.Queued(t, ctx, waiters, w, i)
 	}
 	if err := releaser.Release(ctx, a); err != nil {
 		t.Fatalf("%s's Release: %v", a.Holder, err)
@@ -131,10 +119,10 @@ func testHandOff(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	first := time.Now()
-	Queued(t, ctx, sB, b, 0)
+	leasetest.Queued(t, ctx, sB, b, 0)
 	time.Sleep(20 * time.Millisecond)
 	last := time.Now()
-	Queued(t, ctx, sB, b, 0) // a refresh of B's entry
+	leasetest.Queued(t, ctx, sB, b, 0) // a refresh of B's entry
 	if err := sA.Release(ctx, a); err != nil {
 		t.Fatalf("A's Release: %v", err)
 	}
