@@ -4,6 +4,7 @@ package leasetest
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,18 +23,10 @@ func (e *env) queuer(s lease.Store) bool {
 }
 
 // queue asks s to acquire r with Request.Queue and checks that it is refused
-// with ahead waiters queued before it.
+// with ahead waiters queued before it (Queued).
 func (e *env) queue(s lease.Store, r lease.Request, ahead int) {
 	e.t.Helper()
-	r.Queue = true
-	_, err := s.Acquire(e.ctx, r)
-	var he *lease.HeldError
-	if !errors.As(err, &he) {
-		e.t.Fatalf("queued Acquire(%q) for %s = %v, want a *lease.HeldError", r.Key, r.Holder, err)
-	}
-	if he.Queued != ahead {
-		e.t.Fatalf("queued Acquire(%q) for %s: HeldError.Queued = %d, want %d waiters ahead", r.Key, r.Holder, he.Queued, ahead)
-	}
+	Queued(e.t, e.ctx, s, r, ahead)
 }
 
 // grant acquires r (with Request.Queue) and fails unless it is granted.
@@ -197,10 +190,16 @@ func testFIFOClients(e *env) {
 		err error
 	}
 	order := make(chan got, 4)
+	// The waiters' releases finish before the test ends (and its ctx with
+	// it): a store that hands the key over in the release may let the next
+	// holder, and so the test, go on before the releaser has its answer.
+	var wg sync.WaitGroup
 	names := []string{"W1", "W2", "W3"}
 	for i, name := range names {
 		c := e.client(e.store(), lease.WithHolder(name))
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			l, err := c.Acquire(e.ctx, key)
 			order <- got{name, l, err}
 			if err == nil {
@@ -216,7 +215,9 @@ func testFIFOClients(e *env) {
 		e.t.Fatalf("the first holder's Release: %v", err)
 	}
 	// The releaser asks again at once: it must queue behind W1..W3.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		l, err := holder.Acquire(e.ctx, key)
 		order <- got{"releaser", l, err}
 		if err == nil {
@@ -242,4 +243,5 @@ func testFIFOClients(e *env) {
 		}
 		last = g.l.Fence()
 	}
+	wg.Wait()
 }
