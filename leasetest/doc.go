@@ -4,6 +4,7 @@
 // [Harness] at the store and call Run from a test. [Faulty] wraps a store to
 // stall or fail its renewals and acquisitions, [NewFakeClock] makes time move
 // only on demand, [Env] reads the address of a test server from the
-// environment, skipping the test when it is unset, and [AwaitFree] polls a
-// store until it reports a key free.
+// environment, skipping the test when it is unset, [AwaitFree] polls a
+// store until it reports a key free, and [Queued] checks that a queueing
+// Acquire is refused with the expected number of waiters ahead.
 package leasetest
