@@ -30,10 +30,11 @@ type Client struct {
 	hub    *hub
 
 	mu       sync.Mutex
-	leases   map[*Lease]struct{} // held leases
-	closed   bool                // no new leases
-	draining bool                // Close is waiting for goroutines: run work inline
-	wg       sync.WaitGroup      // every goroutine the Client starts
+	leases   map[*Lease]struct{}            // held leases
+	lost     map[<-chan struct{}]*lostWatch // one watch per Grant.Lost channel (lost.go)
+	closed   bool                           // no new leases
+	draining bool                           // Close is waiting for goroutines: run work inline
+	wg       sync.WaitGroup                 // every goroutine the Client starts
 
 	wakeAt time.Time  // when the heartbeat plans to wake next (guarded by mu)
 	emitMu sync.Mutex // keeps observer events in the order they were decided
@@ -436,18 +437,16 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		return nil, ErrClosed, true
 	}
 	c.leases[l] = struct{}{}
+	var watch *lostWatch
+	if g.Lost != nil {
+		watch = c.watchLostLocked(l, g.Lost)
+	}
 	c.kickLocked(l.nextRenew)
 	ev := l.event(EventAcquired, sent)
 	ev.Wait = sent.Sub(start)
 	c.unlockEmit(ev)
-	if g.Lost != nil {
-		c.spawn(func() {
-			select {
-			case <-g.Lost:
-				c.lose(l, LossSession, errors.New("the store's session ended"))
-			case <-l.ctx.Done():
-			}
-		})
+	if watch != nil {
+		c.spawn(func() { c.watchLost(watch) })
 	}
 	if c.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations
 		c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))

@@ -36,6 +36,7 @@ type Lease struct {
 	failures    int           // consecutive failed renewals
 	lastFailure error         // the last renewal error
 	inflight    chan struct{} // non-nil while a renewal is in flight; closed after
+	watch       *lostWatch    // the watch of its Grant.Lost channel, if any
 }
 
 func newLease(c *Client, req Request, p params, fence uint64, sent time.Time) *Lease {
@@ -117,6 +118,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.state = stateReleased
 	l.err = ErrReleased
 	delete(c.leases, l)
+	c.unwatchLostLocked(l)
 	inflight := l.inflight
 	deadline := l.deadline
 	c.mu.Unlock()
@@ -185,6 +187,7 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	l.state = stateLost
 	l.err = err
 	delete(c.leases, l)
+	c.unwatchLostLocked(l)
 	l.cancel(err)
 	ev := l.event(EventLost, c.clock.Now())
 	ev.Reason = reason

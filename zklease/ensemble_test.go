@@ -193,7 +193,8 @@ func testSessionExpiry(t *testing.T, all []string) {
 	if !errors.Is(l.Err(), lease.ErrLost) || !errors.Is(context.Cause(l.Context()), lease.ErrLost) {
 		t.Errorf("after the session ended: Err() = %v, Context cause = %v; want ErrLost", l.Err(), context.Cause(l.Context()))
 	}
-	ev, _, ok := rec.Find(0, 0, leasetest.Kind("", lease.EventLost))
+	// The Context ends just before the observer gets the event: wait for it.
+	ev, _, ok := rec.Find(0, 5*time.Second, leasetest.Kind("", lease.EventLost))
 	if !ok {
 		t.Errorf("no EventLost")
 	} else if ev.Reason != lease.LossSession && ev.Reason != lease.LossNotHeld {
