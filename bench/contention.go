@@ -22,6 +22,7 @@ type contention struct {
 	withPrev    int // acquisitions that followed a release
 	retakes     int
 	handoff     []time.Duration
+	holds       []time.Duration // each hold as slept: time.Sleep overshoots (see the report)
 	waits       []time.Duration
 	censored    int // waits still running when the scenario ended
 	errors      int
@@ -155,6 +156,13 @@ func (c *contRun) result() Result {
 	r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs = summary(st.waits)
 	r.P50Ms, r.P99Ms, r.MaxMs = r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs
 	r.Counters = map[string]any{"censored_waits": st.censored, "retakes": st.retakes, "handoffs_other": len(st.handoff)}
+	if len(st.holds) > 0 {
+		var sum time.Duration
+		for _, h := range st.holds {
+			sum += h
+		}
+		r.Counters["hold_mean_ms"] = ms(sum / time.Duration(len(st.holds)))
+	}
 	if handoffMax != nil {
 		r.Counters["handoff_other_max_ms"] = *handoffMax
 	}
@@ -238,6 +246,7 @@ func (st *contention) worker(ctx context.Context, w int, l Locker, hold time.Dur
 		st.mu.Lock()
 		st.lastWorker = w
 		st.lastRelease = time.Now()
+		st.holds = append(st.holds, st.lastRelease.Sub(t1))
 		st.mu.Unlock()
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := unlock(uctx); err != nil {

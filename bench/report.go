@@ -318,8 +318,8 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	w("\n## 2. Contention and fairness: %d workers, one key, %s ms hold\n\n", m.Plan.Workers, f1(ms(m.Plan.Hold)))
 	w("Each worker has its own connection/session/client; it acquires (waiting with the system's own strategy), holds %s ms, releases and queues again at once, for %.0f s in all: the systems run interleaved in rounds of 4 s (all set up first and kept connected, each after an unmeasured warm-up phase of %.1f s that opens what a system opens lazily: connections, leasekit's release subscription), so that load changes on the shared machine hit them alike. ", f1(ms(m.Plan.Hold)), m.Plan.ContDur.Seconds(), contentionWarmUp.Seconds())
 	w("*Hand-off* is the time from a release (just before the release call) to the next acquisition **by a different worker**; *re-take* is the share of acquisitions that went back to the worker that had just released; *wait* is each acquire call's duration, including the waits still running when a round ended (lower bounds, so that starved workers show; a wait is therefore at most one round, 4 s, long). ")
-	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
-	w("| system | store | acq/s | hand-off p50 | p99 | re-take %% | wait p50 | wait p99 | wait max | FIFO ideal | max ÷ ideal | per worker min..max | requests / acq | acq/s vs peer |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. *Hold as slept* is the mean time from an acquisition to the release call: the worker's `time.Sleep` of the hold overshoots by up to 1 ms, because when the Go runtime has nothing else to run it waits for the timer in the network poller, in whole milliseconds counted from the poller's last wake; so the hold grows with the system's own network traffic during it, and acq/s is about 1 / (hold as slept + mean hand-off). TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
+	w("| system | store | acq/s | hand-off p50 | p99 | re-take %% | wait p50 | wait p99 | wait max | FIFO ideal | max ÷ ideal | per worker min..max | requests / acq | hold as slept | acq/s vs peer |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	rlc := bestRedislock(x, "contention")
 	for _, r := range rs {
 		if r.Scenario != "contention" || r.Skipped != "" {
@@ -335,9 +335,13 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 				rr = ratio(r.OpsPerS, pr.OpsPerS) + " (vs " + p + ")"
 			}
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s..%s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS),
+		hold := "–"
+		if h := counterF(&r, "hold_mean_ms"); h > 0 {
+			hold = fmt.Sprintf("%.2f", h)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s..%s | %s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS),
 			fp(r.HandoffOtherP50Ms), fp(r.HandoffOtherP99Ms), fp(r.RetakePct), fp(r.WaitP50Ms), fp(r.WaitP99Ms), fp(r.WaitMaxMs),
-			f1(ideal), ratio(v(r.WaitMaxMs), ideal), fi(r.PerWorkerMin), fi(r.PerWorkerMax), reqPerOp(r), rr)
+			f1(ideal), ratio(v(r.WaitMaxMs), ideal), fi(r.PerWorkerMin), fi(r.PerWorkerMax), reqPerOp(r), hold, rr)
 	}
 	w("\nLatencies in ms. Per-worker acquisition counts:\n\n")
 	for _, r := range rs {
