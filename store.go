@@ -136,6 +136,12 @@ type Announcement struct {
 	// queued tokens would be refused and need not look. Empty: anyone may
 	// look (the queue was empty, or the store cannot tell).
 	Next string
+	// Moved, with Next, says that Key was not freed for the waiter Next but
+	// that it moved up the queue: it may look again to prepare for its turn
+	// (a ZooKeeper waiter learns that its predecessor became the head, so that
+	// the release after it needs no request). The Client wakes that waiter
+	// as for a release; a Moved announcement is not a release announcement.
+	Moved bool
 }
 
 // Announcer is implemented by the Subscriptions of [Queuer] stores that name,

@@ -48,8 +48,9 @@ func (e *env) announcement(a lease.Announcer, key string) lease.Announcement {
 	return ann
 }
 
-// announcementWithin returns the next announcement of key, skipping others,
-// if one comes within d.
+// announcementWithin returns the next release announcement of key, skipping
+// others (and Moved announcements, which are not releases), if one comes
+// within d.
 func (e *env) announcementWithin(a lease.Announcer, key string, d time.Duration) (lease.Announcement, bool) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.ctx, d)
@@ -62,7 +63,7 @@ func (e *env) announcementWithin(a lease.Announcer, key string, d time.Duration)
 			}
 			e.t.Fatalf("NextAnnouncement (waiting for %q): %v", key, err)
 		}
-		if ann.Key == key {
+		if ann.Key == key && !ann.Moved {
 			return ann, true
 		}
 	}

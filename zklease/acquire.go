@@ -32,7 +32,8 @@ const maxRounds = 64
 // token refreshes it and grants the key once it is the lowest.
 //
 // A key free of nodes costs two round trips; a held key four, plus one for
-// the watch while a subscription is open. A queued token's later attempt
+// the watch while a subscription is open (two for a queued waiter two or
+// more places back, see the package documentation). A queued token's later attempt
 // costs two when it is granted (list, write) and four (five) while it waits
 // (list, refresh, read the lowest node, watch its predecessor).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
@@ -243,6 +244,23 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 			s.addWatch(ch, r.Key, watched, next)
 			if r.Queue && ahead == 1 {
 				handoffPred = watched // the lowest: its deletion makes us the lowest
+			}
+			if r.Queue && ahead >= 2 && s.tracked {
+				// Also watch the node before our predecessor: when it goes,
+				// our predecessor may be the lowest, and the attempt this
+				// wakes lists the nodes and, if so, expects the hand-off
+				// (above), while the predecessor still holds. The release
+				// that follows then grants us the key on its event alone,
+				// with no listing on the hand-off's path.
+				grand := parent + "/" + nodes[ahead-2].name
+				_, _, gch, err := s.conn.ChildrenW(grand)
+				if errors.Is(err, zk.ErrNoNode) {
+					continue
+				}
+				if err != nil {
+					return lease.Grant{}, fmt.Errorf("watch %s: %w", redactPath(grand), err)
+				}
+				s.addWatchEntry(watchEntry{ch: gch, key: r.Key, path: grand, token: r.Token, moved: true})
 			}
 		}
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}

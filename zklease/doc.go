@@ -62,11 +62,13 @@
 //
 // Acquire of a free key: 2 (a multi that creates our node and touches the
 // parent, which yields the fence and the server's time; a listing). Acquire
-// of a held key: 4 (plus 1 for the release watch while a Client waits); its
-// last step deletes our node, or with Request.Queue marks it waiting. A
-// queued token's later Acquire: 2 when granted (a listing, the write that
-// makes the entry the holder), 4 while it waits (a listing, the refresh, a
-// read of the lowest node, plus the watch).
+// of a held key: 4 (plus 1 for the release watch while a Client waits, 2 for
+// a queued waiter two or more places back in a Store made by Dial: see
+// Announcements); its last step deletes our node, or with Request.Queue
+// marks it waiting. A queued token's later Acquire: 2 when granted (a
+// listing, the write that makes the entry the holder; none when the event
+// callback saw its only predecessor go), 4 while it waits (a listing, the
+// refresh, a read of the lowest node, plus the watches).
 // Renew: 1 (a version-checked write). RenewMany: as few multis of
 // version-checked writes as ZooKeeper's packet limit allows. A renewal must
 // write each holder node (its mtime is the TTL's origin, see above; the
@@ -121,5 +123,12 @@
 // second at its last listing), the entry is the lowest now (sequential nodes
 // are never created below an existing one), and the Store grants the
 // entry's next Acquire without a request: a hand-off between two
-// contenders is the release and the watch event alone.
+// contenders is the release and the watch event alone. A queued waiter two
+// or more places back also watches the node before its predecessor (one
+// more request): when that node goes, its predecessor may have become the
+// lowest; the waiter is woken (an announcement naming it with Moved set,
+// which is not a release: Next skips it), its next Acquire lists the nodes and, finding
+// itself second, expects the hand-off. The listing is thus made while its
+// predecessor holds the key, and the release that follows hands the key over
+// with no request on the hand-off's path in a queue of any length.
 package zklease

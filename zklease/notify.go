@@ -36,6 +36,12 @@ type watchEntry struct {
 	key   string
 	path  string // the watched node (sequential: a path is never reused)
 	token string // the queued waiter that set the watch ("" for a plain try)
+	moved bool   // a watch on the node before the waiter's predecessor: its deletion moves the waiter up
+}
+
+// announcement is what the watch's firing announces.
+func (w watchEntry) announcement() lease.Announcement {
+	return lease.Announcement{Key: w.key, Next: w.token, Moved: w.moved}
 }
 
 var _ lease.Announcer = (*subscription)(nil)
@@ -69,7 +75,7 @@ func (sub *subscription) Push(f func(lease.Announcement)) bool {
 	kept := sub.watches[:0]
 	for _, w := range sub.watches {
 		if firedChan(w.ch) {
-			fired = append(fired, lease.Announcement{Key: w.key, Next: w.token})
+			fired = append(fired, w.announcement())
 		} else {
 			kept = append(kept, w)
 		}
@@ -110,7 +116,7 @@ func (sub *subscription) fired(path string) {
 	kept := sub.watches[:0]
 	for _, w := range sub.watches {
 		if w.path == path {
-			as = append(as, lease.Announcement{Key: w.key, Next: w.token})
+			as = append(as, w.announcement())
 		} else {
 			kept = append(kept, w)
 		}
@@ -151,11 +157,16 @@ func (s *Store) watching() bool {
 // callback has already seen the node deleted (it runs before the watch's
 // channel gets the event, and may run before Acquire hands the watch over).
 func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
+	s.addWatchEntry(watchEntry{ch: ch, key: key, path: path, token: token})
+}
+
+// addWatchEntry hands w to every open subscription (see addWatch).
+func (s *Store) addWatchEntry(w watchEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	gone := s.deletedLocked(path)
+	gone := s.deletedLocked(w.path)
 	for sub := range s.subs {
-		sub.add(watchEntry{ch, key, path, token}, gone)
+		sub.add(w, gone)
 	}
 }
 
@@ -170,7 +181,7 @@ func (sub *subscription) add(w watchEntry, gone bool) {
 	sub.mu.Lock()
 	if f := sub.push; f != nil && (gone || firedChan(w.ch)) {
 		sub.mu.Unlock()
-		f(lease.Announcement{Key: w.key, Next: w.token})
+		f(w.announcement())
 		return
 	}
 	for _, x := range sub.watches {
@@ -213,17 +224,24 @@ func (sub *subscription) sessionEnded() {
 }
 
 // Next implements lease.Subscription: it returns the key of a watched node
-// once that node is deleted. It returns an error when the session ended
-// (watches are lost with it: the Client then wakes all waiters).
+// once that node is deleted, skipping the deletions that only move a waiter
+// up (Announcement.Moved: not a release). It returns an error when the
+// session ended (watches are lost with it: the Client then wakes all
+// waiters).
 func (sub *subscription) Next(ctx context.Context) (string, error) {
-	a, err := sub.NextAnnouncement(ctx)
-	return a.Key, err
+	for {
+		a, err := sub.NextAnnouncement(ctx)
+		if err != nil || !a.Moved {
+			return a.Key, err
+		}
+	}
 }
 
 // NextAnnouncement is Next naming the queued waiter whose predecessor's node
 // was deleted (see [lease.Announcer]): it may be first now, and no other
 // waiter of the key has anything new to try. A deleted node watched by a
-// plain try names nobody.
+// plain try names nobody. The deletion of the node before a waiter's
+// predecessor names that waiter as Moved (see the package documentation).
 func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	for {
 		sub.mu.Lock()
@@ -271,7 +289,7 @@ func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announceme
 		}
 		// A closed channel without a value: another subscription took the
 		// event; announce the key all the same.
-		return lease.Announcement{Key: w.key, Next: w.token}, nil
+		return w.announcement(), nil
 	}
 }
 

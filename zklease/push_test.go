@@ -146,7 +146,10 @@ func TestPushNeedsDial(t *testing.T) {
 // TestHandOffNoRequest: a queued entry right behind the lowest node is the
 // lowest once that node is deleted: its store, seeing the deletion in the
 // event callback, grants the entry's next Acquire with no request (fence:
-// the entry's czxid); an entry further back still lists the nodes.
+// the entry's czxid). An entry further back also watches the node before its
+// predecessor: that node's deletion wakes it, its attempt finds its
+// predecessor the lowest, and its grant after the next release costs no
+// request either.
 func TestHandOffNoRequest(t *testing.T) {
 	log := &writeLog{}
 	w := pushTestStore(t, WithDialer(log.dialer))
@@ -172,8 +175,8 @@ func TestHandOffNoRequest(t *testing.T) {
 	}
 	select {
 	case a := <-pushed:
-		if a.Next != second.Token {
-			t.Fatalf("pushed %+v, want the second entry named", a)
+		if a.Next != second.Token || a.Moved {
+			t.Fatalf("pushed %+v, want the second entry named as the next holder", a)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no announcement pushed")
@@ -196,15 +199,43 @@ func TestHandOffNoRequest(t *testing.T) {
 	if err := w.Renew(ctx, second); err != nil {
 		t.Errorf("the handed lease's Renew: %v", err)
 	}
+	// H's release also woke the third entry (its watch on the node before
+	// its predecessor); its attempt now finds itself right behind the lowest.
+	select {
+	case a := <-pushed:
+		if a.Next != third.Token || !a.Moved {
+			t.Fatalf("pushed %+v, want the third entry named as moved up", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("H's release did not wake the third entry")
+	}
+	var held *lease.HeldError
+	if _, err := w.Acquire(ctx, third); !errors.As(err, &held) || held.Queued != 0 {
+		t.Fatalf("the third entry's Acquire while W2 holds: %v, want a HeldError with no waiter ahead", err)
+	}
 	if err := w.Release(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-pushed:
+	case a := <-pushed:
+		if a.Next != third.Token || a.Moved {
+			t.Fatalf("pushed %+v, want the third entry named as the next holder", a)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no announcement for the third entry")
 	}
-	if _, err := w.Acquire(ctx, third); err != nil {
+	log.take()
+	g3, err := w.Acquire(ctx, third)
+	if err != nil {
 		t.Fatalf("the third entry's Acquire: %v", err)
+	}
+	if sent := log.take(); len(sent) != 0 {
+		t.Errorf("the third entry's Acquire after W2's release sent %d requests, want none", len(sent))
+	}
+	if g3.Fence <= g.Fence {
+		t.Errorf("the third entry's fence %d, want above W2's %d", g3.Fence, g.Fence)
+	}
+	if err := w.Release(ctx, third); err != nil {
+		t.Fatal(err)
 	}
 }
