@@ -85,6 +85,7 @@ func main() {
 		hbDur     = flag.Duration("hb-dur", 0, "internal")
 		hbRedis   = flag.String("hb-redis", "", "internal")
 		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the parent process")
+		sleepHold = flag.Bool("sleep-hold", false, "contention workers hold with time.Sleep instead of nanosleep (see holdFor)")
 		privRedis = flag.Bool("private-redis", false, "run the Redis systems on a private redis-server and record its CPU and commands per acquisition")
 	)
 	flag.Parse()
@@ -95,6 +96,7 @@ func main() {
 		os.Exit(heartbeatChild(envFromOS(*run, *envFile), *store, *hbN, *hbDur, *hbRedis))
 	}
 
+	holdWithSleep = *sleepHold
 	plan := fullPlan()
 	if *quick {
 		plan = quickPlan()

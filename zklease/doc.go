@@ -127,8 +127,8 @@
 // or more places back also watches the node before its predecessor (one
 // more request): when that node goes, its predecessor may have become the
 // lowest; the waiter is woken (an announcement naming it with Moved set,
-// which is not a release: Next skips it), its next Acquire lists the nodes and, finding
-// itself second, expects the hand-off. The listing is thus made while its
+// which is not a release: Next skips it), its next Acquire lists the nodes
+// and, finding itself second, expects the hand-off. The listing is thus made while its
 // predecessor holds the key, and the release that follows hands the key over
 // with no request on the hand-off's path in a queue of any length.
 package zklease
