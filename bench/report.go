@@ -150,11 +150,11 @@ func verdicts(x index) []verdict {
 		out = append(out, verdict{"(2) per-worker spread within ±10%", st,
 			fmt.Sprintf("%d..%d (mean %.0f: %+.0f%%/%+.0f%%)", *lk.PerWorkerMin, *lk.PerWorkerMax, mean, 100*lo, 100*hi), "", "",
 			bptr(mean > 0 && lo >= -0.1 && hi <= 0.1)})
-		ideal := (n - 1) * (lk.HoldMs + v(lk.HandoffOtherP50Ms))
+		ideal := (n - 1) * (heldMs(lk) + v(lk.HandoffOtherP50Ms))
 		theirs := fmt.Sprintf("2× ideal = %s ms", f1(2*ideal))
 		if peer, ok := peerOn[st]; ok {
 			if p := x.get("contention", peer, st); p != nil {
-				pi := float64(p.Clients-1) * (p.HoldMs + v(p.HandoffOtherP50Ms))
+				pi := float64(p.Clients-1) * (heldMs(p) + v(p.HandoffOtherP50Ms))
 				theirs += fmt.Sprintf(" (%s: %s ms = %s its ideal)", peer, fp(p.WaitMaxMs), ratio(v(p.WaitMaxMs), pi))
 			}
 		}
@@ -318,14 +318,14 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	w("\n## 2. Contention and fairness: %d workers, one key, %s ms hold\n\n", m.Plan.Workers, f1(ms(m.Plan.Hold)))
 	w("Each worker has its own connection/session/client; it acquires (waiting with the system's own strategy), holds %s ms, releases and queues again at once, for %.0f s in all: the systems run interleaved in rounds of 4 s (all set up first and kept connected, each after an unmeasured warm-up phase of %.1f s that opens what a system opens lazily: connections, leasekit's release subscription), so that load changes on the shared machine hit them alike. ", f1(ms(m.Plan.Hold)), m.Plan.ContDur.Seconds(), contentionWarmUp.Seconds())
 	w("*Hand-off* is the time from a release (just before the release call) to the next acquisition **by a different worker**; *re-take* is the share of acquisitions that went back to the worker that had just released; *wait* is each acquire call's duration, including the waits still running when a round ended (lower bounds, so that starved workers show; a wait is therefore at most one round, 4 s, long). ")
-	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. The hold is a nanosleep(2) of the worker's thread, and *hold as slept* is its mean, measured from the acquisition to the release call. A `time.Sleep` would not hold for the same time with every system: when the Go runtime has nothing else to run it waits for the timer in the network poller, in whole milliseconds counted from the poller's last wake, so a 1 ms sleep lasts 1 to 2 ms, the longer the more the system under test sends during the hold (2026-12-01, 16 workers on ZooKeeper with `time.Sleep`: 1.42 ms for zk-lock, 1.81 ms for leasekit, whose next waiter lists the nodes during the hold). `-sleep-hold` holds with `time.Sleep`, as the issue's first measurement did; acq/s is about 1 / (hold as slept + mean hand-off). TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
+	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50), with the hold as slept (the mean measured hold, which the kernel's timer slack makes a little longer than asked). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. The hold is a nanosleep(2) of the worker's thread, and *hold as slept* is its mean, measured from the acquisition to the release call. A `time.Sleep` would not hold for the same time with every system: when the Go runtime has nothing else to run it waits for the timer in the network poller, in whole milliseconds counted from the poller's last wake, so a 1 ms sleep lasts 1 to 2 ms, the longer the more the system under test sends during the hold (2026-12-01, 16 workers on ZooKeeper with `time.Sleep`: 1.42 ms for zk-lock, 1.81 ms for leasekit, whose next waiter lists the nodes during the hold). `-sleep-hold` holds with `time.Sleep`, as the issue's first measurement did; acq/s is about 1 / (hold as slept + mean hand-off). TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
 	w("| system | store | acq/s | hand-off p50 | p99 | re-take %% | wait p50 | wait p99 | wait max | FIFO ideal | max ÷ ideal | per worker min..max | requests / acq | hold as slept | acq/s vs peer |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	rlc := bestRedislock(x, "contention")
 	for _, r := range rs {
 		if r.Scenario != "contention" || r.Skipped != "" {
 			continue
 		}
-		ideal := float64(r.Clients-1) * (r.HoldMs + v(r.HandoffOtherP50Ms))
+		ideal := float64(r.Clients-1) * (heldMs(&r) + v(r.HandoffOtherP50Ms))
 		rr := ""
 		if r.System == "leasekit" && r.Store == "redis" && rlc != nil {
 			rr = ratio(r.OpsPerS, rlc.OpsPerS)
@@ -578,7 +578,7 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 		case strings.HasPrefix(vd.target, "(2) hand-off") && vd.store == "etcd":
 			key, why = "etcd-handoff", "**(2) etcd hand-off**: both are one Raft write (with a WAL fsync) and a watch event; etcd Mutex's next holder then reads, leasekit's sends nothing, but its release transaction is larger (it compares the queue and puts the key for the next holder, where Mutex's deletes one key); what is left is of the size of this machine's run-to-run noise (see *What a hand-off costs* below)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(2)"):
-			key, why = "zk-contention", "**(2) ZooKeeper contention**: leasekit's waiter takes the key on the release's watch event with no request when it knows its predecessor held it: right behind the holder at its last listing, or, further back, after the deletion of the node before its predecessor woke it to list the nodes again while its predecessor held the key (a `Moved` announcement). zk.Lock's next holder lists the nodes after the event. On 2026-12-01 this put leasekit at 0.56–0.59× zk.Lock's hand-off p50 and 1.11–1.14× its acquisitions/s (two runs), at about 9 requests per acquisition against 5. A miss here is this run's: see the hand-off p99 and *hold as slept* in §2."
+			key, why = "zk-contention", "**(2) ZooKeeper contention**: leasekit's waiter takes the key on the release's watch event with no request when it knows its predecessor held it: right behind the holder at its last listing, or, further back, after the deletion of the node before its predecessor woke it to list the nodes again while its predecessor held the key (a `Moved` announcement). zk.Lock's next holder lists the nodes after the event. On 2026-12-01 this put leasekit at 0.53–0.57× zk.Lock's hand-off p50 and 1.14–1.15× its acquisitions/s (two runs), at about 7 requests per acquisition against 5. A miss here is this run's: see the hand-off p99 and *hold as slept* in §2."
 		case vd.store == "postgres-advisory" && strings.HasPrefix(vd.target, "(4)"):
 			key, why = "adv-hb", "**(4) PostgreSQL advisory mode**: the store's leases of one TTL share one server session and are renewed in one statement on it; a miss here means more than one session (several TTLs) or a renewal retried in the window (see results.json's counters)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(4)"):
@@ -612,4 +612,13 @@ func counterF(r *Result, name string) float64 {
 		return float64(v)
 	}
 	return 0
+}
+
+// heldMs is a contention result's hold as the workers held it (the mean
+// measured hold), or the hold asked for when it was not measured.
+func heldMs(r *Result) float64 {
+	if h := counterF(r, "hold_mean_ms"); h > 0 {
+		return h
+	}
+	return r.HoldMs
 }

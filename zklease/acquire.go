@@ -180,7 +180,16 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		if ahead == 0 {
 			return s.grantLowest(r, mine, fence, called)
 		}
-		if !refreshed {
+		// A Client's entry written less than a sixteenth of its TTL ago is
+		// neither refreshed nor made to read the lowest node on a later
+		// attempt (one woken to look again, see the package documentation):
+		// the Client attempts again within a renew interval, under TTL −
+		// TTL/10, so the entry is refreshed before it is TTL old. Without the
+		// write the server's time is unknown, so the lowest node is not
+		// judged: the attempts that refresh do it.
+		young := !fresh && r.Queue && r.RecordLater && !mine.wrote.IsZero() &&
+			time.Since(mine.wrote) < time.Duration(mine.ttlMs)*time.Millisecond/16
+		if !refreshed && !young {
 			// Refresh our entry (another TTL, same place); the write's mtime
 			// is the server's time.
 			st, err := s.refresh(r, mine)
@@ -196,8 +205,9 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		// name the holder in the HeldError. A new entry of the Client's with
 		// another waiter between it and the lowest skips that read: the
 		// waiter right behind the lowest looks at it, and so does this
-		// entry's next attempt, at the latest a renew interval later.
-		peek := !fresh || !r.Queue || !r.RecordLater || ahead < 2
+		// entry's next attempt, at the latest a renew interval later; so
+		// does a young entry's later attempt (above).
+		peek := !r.Queue || !r.RecordLater || (fresh && ahead < 2) || (!fresh && !young)
 		var d nodeData
 		st := &zk.Stat{}
 		if peek {

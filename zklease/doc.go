@@ -68,7 +68,9 @@
 // marks it waiting. A queued token's later Acquire: 2 when granted (a
 // listing, the write that makes the entry the holder; none when the event
 // callback saw its only predecessor go), 4 while it waits (a listing, the
-// refresh, a read of the lowest node, plus the watches).
+// refresh, a read of the lowest node, plus the watches), or 2 for a
+// Client's entry written less than TTL/16 ago (a listing and the watch: no
+// refresh, no read).
 // Renew: 1 (a version-checked write). RenewMany: as few multis of
 // version-checked writes as ZooKeeper's packet limit allows. A renewal must
 // write each holder node (its mtime is the TTL's origin, see above; the
