@@ -183,10 +183,14 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		// A Client's entry written less than a sixteenth of its TTL ago is
 		// neither refreshed nor made to read the lowest node on a later
 		// attempt (one woken to look again, see the package documentation):
-		// the Client attempts again within a renew interval, under TTL −
-		// TTL/10, so the entry is refreshed before it is TTL old. Without the
-		// write the server's time is unknown, so the lowest node is not
-		// judged: the attempts that refresh do it.
+		// the Client attempts again within a renew interval, shorter than
+		// the TTL minus its drift margin (TTL/10 by default), so the entry is
+		// refreshed before it is TTL old. (Only with a margin under TTL/16
+		// and a renew interval that close to the TTL could the entry expire
+		// first: the waiter would queue again at the back; the key's safety
+		// does not depend on it.) Without the write the server's time is
+		// unknown, so the lowest node is not judged: the attempts that
+		// refresh do it.
 		young := !fresh && r.Queue && r.RecordLater && !mine.wrote.IsZero() &&
 			time.Since(mine.wrote) < time.Duration(mine.ttlMs)*time.Millisecond/16
 		if !refreshed && !young {
