@@ -33,9 +33,11 @@ const maxRounds = 64
 //
 // A key free of nodes costs two round trips; a held key four, plus one for
 // the watch while a subscription is open (two for a queued waiter two or
-// more places back, see the package documentation). A queued token's later attempt
-// costs two when it is granted (list, write) and four (five) while it waits
-// (list, refresh, read the lowest node, watch its predecessor).
+// more places back, see the package documentation). A queued token's later
+// attempt costs two when it is granted (list, write; none when the event
+// callback saw its only predecessor go) and four (plus the watches) while it
+// waits (list, refresh, read the lowest node), or two for a Client's entry
+// written less than TTL/16 ago (list, watch).
 func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	if err := s.check(ctx, r, true); err != nil {
 		return lease.Grant{}, err
@@ -236,26 +238,24 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		}
 		if s.watching() {
 			// Wake subscribers when the node goes: a queued waiter watches
-			// its predecessor only (a release wakes the next waiter, not the
-			// whole queue); a plain try watches the lowest node. A child
-			// watch on a node without children fires only on its deletion (a
-			// data watch would fire on every refresh).
+			// its predecessor (a release wakes the next waiter, not the
+			// whole queue; and, below, the node before it); a plain try
+			// watches the lowest node.
 			watched := lowPath
 			if r.Queue || !fresh {
 				watched = parent + "/" + nodes[ahead-1].name
-			}
-			_, _, ch, err := s.conn.ChildrenW(watched)
-			if errors.Is(err, zk.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				return lease.Grant{}, fmt.Errorf("watch %s: %w", redactPath(watched), err)
 			}
 			next := "" // a plain try: wake every waiter of the key
 			if r.Queue {
 				next = r.Token // only this waiter may be first now
 			}
-			s.addWatch(ch, r.Key, watched, next)
+			gone, err := s.watch(watchEntry{key: r.Key, path: watched, token: next})
+			if err != nil {
+				return lease.Grant{}, err
+			}
+			if gone {
+				continue
+			}
 			if r.Queue && ahead == 1 {
 				handoffPred = watched // the lowest: its deletion makes us the lowest
 			}
@@ -266,15 +266,13 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 				// (above), while the predecessor still holds. The release
 				// that follows then grants us the key on its event alone,
 				// with no listing on the hand-off's path.
-				grand := parent + "/" + nodes[ahead-2].name
-				_, _, gch, err := s.conn.ChildrenW(grand)
-				if errors.Is(err, zk.ErrNoNode) {
+				gone, err := s.watch(watchEntry{key: r.Key, path: parent + "/" + nodes[ahead-2].name, token: r.Token, moved: true})
+				if err != nil {
+					return lease.Grant{}, err
+				}
+				if gone {
 					continue
 				}
-				if err != nil {
-					return lease.Grant{}, fmt.Errorf("watch %s: %w", redactPath(grand), err)
-				}
-				s.addWatchEntry(watchEntry{ch: gch, key: r.Key, path: grand, token: r.Token, moved: true})
 			}
 		}
 		held := &lease.HeldError{Key: r.Key, Queued: ahead}

@@ -152,22 +152,35 @@ func (s *Store) watching() bool {
 	return len(s.subs) > 0
 }
 
-// addWatch hands a watch on node path of key, set for the queued waiter
-// token ("" for a plain try), to every open subscription. gone: the event
-// callback has already seen the node deleted (it runs before the watch's
-// channel gets the event, and may run before Acquire hands the watch over).
-func (s *Store) addWatch(ch <-chan zk.Event, key, path, token string) {
-	s.addWatchEntry(watchEntry{ch: ch, key: key, path: path, token: token})
-}
-
-// addWatchEntry hands w to every open subscription (see addWatch).
-func (s *Store) addWatchEntry(w watchEntry) {
+// addWatch hands the watch w (on node w.path of w.key, set for the queued
+// waiter w.token, "" for a plain try) to every open subscription. gone: the
+// event callback has already seen the node deleted (it runs before the
+// watch's channel gets the event, and may run before Acquire hands the watch
+// over).
+func (s *Store) addWatch(w watchEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gone := s.deletedLocked(w.path)
 	for sub := range s.subs {
 		sub.add(w, gone)
 	}
+}
+
+// watch sets a child watch on node w.path, which fires only when that node
+// is deleted (a data watch would fire on every refresh), and hands it to
+// every open subscription; gone reports that the node is already gone (look
+// again).
+func (s *Store) watch(w watchEntry) (gone bool, err error) {
+	_, _, ch, err := s.conn.ChildrenW(w.path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("watch %s: %w", redactPath(w.path), err)
+	}
+	w.ch = ch
+	s.addWatch(w)
+	return false, nil
 }
 
 // add adds w unless the subscription already waits on the same node for the

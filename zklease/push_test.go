@@ -103,11 +103,11 @@ func TestPushWatchAfterDeletion(t *testing.T) {
 	_, pushed := pushing(t, s)
 	// As the connection's event callback sees the deletion:
 	(&watcher{store: s}).event(zk.Event{Type: zk.EventNodeDeleted, Path: "/r/k/_c_a-0000000001"})
-	s.addWatch(make(chan zk.Event, 1), "k", "/r/k/_c_a-0000000001", "tok")
+	s.addWatch(watchEntry{ch: make(chan zk.Event, 1), key: "k", path: "/r/k/_c_a-0000000001", token: "tok"})
 	full := make(chan zk.Event, 1)
 	full <- zk.Event{Type: zk.EventNodeDeleted, Path: "/r/k2/_c_b-0000000002"}
-	s.addWatch(full, "k2", "/r/k2/_c_b-0000000002", "")
-	s.addWatch(make(chan zk.Event, 1), "k3", "/r/k3/_c_c-0000000003", "")
+	s.addWatch(watchEntry{ch: full, key: "k2", path: "/r/k2/_c_b-0000000002"})
+	s.addWatch(watchEntry{ch: make(chan zk.Event, 1), key: "k3", path: "/r/k3/_c_c-0000000003"})
 	for _, want := range []lease.Announcement{{Key: "k", Next: "tok"}, {Key: "k2"}} {
 		select {
 		case a := <-pushed:
