@@ -23,7 +23,7 @@ type contention struct {
 	withPrev    int // acquisitions that followed a release
 	retakes     int
 	handoff     []time.Duration
-	holds       []time.Duration // each hold as slept: time.Sleep overshoots (see the report)
+	held        time.Duration // the holds' sum, from each acquisition to its release call
 	waits       []time.Duration
 	censored    int // waits still running when the scenario ended
 	errors      int
@@ -157,12 +157,8 @@ func (c *contRun) result() Result {
 	r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs = summary(st.waits)
 	r.P50Ms, r.P99Ms, r.MaxMs = r.WaitP50Ms, r.WaitP99Ms, r.WaitMaxMs
 	r.Counters = map[string]any{"censored_waits": st.censored, "retakes": st.retakes, "handoffs_other": len(st.handoff)}
-	if len(st.holds) > 0 {
-		var sum time.Duration
-		for _, h := range st.holds {
-			sum += h
-		}
-		r.Counters["hold_mean_ms"] = ms(sum / time.Duration(len(st.holds)))
+	if st.total > 0 {
+		r.Counters["hold_mean_ms"] = ms(st.held / time.Duration(st.total))
 	}
 	if handoffMax != nil {
 		r.Counters["handoff_other_max_ms"] = *handoffMax
@@ -247,7 +243,7 @@ func (st *contention) worker(ctx context.Context, w int, l Locker, hold time.Dur
 		st.mu.Lock()
 		st.lastWorker = w
 		st.lastRelease = time.Now()
-		st.holds = append(st.holds, st.lastRelease.Sub(t1))
+		st.held += st.lastRelease.Sub(t1)
 		st.mu.Unlock()
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := unlock(uctx); err != nil {
@@ -280,8 +276,9 @@ func closeAll(ls []Locker) {
 	}
 }
 
-// holdWithSleep makes the workers hold with time.Sleep (flag -sleep-hold), as
-// the first measurement did, instead of holdFor's nanosleep.
+// holdWithSleep makes the workers hold with time.Sleep (Plan.SleepHold, flag
+// -sleep-hold), as the first measurement did, instead of holdFor's
+// nanosleep.
 var holdWithSleep bool
 
 // holdFor is a worker's hold: it blocks the goroutine's thread for d with

@@ -45,6 +45,7 @@ type Plan struct {
 	PGClients     []int
 	PGDur         time.Duration
 	IncludeMemory bool // smoke tests: the in-memory store
+	SleepHold     bool // contention workers hold with time.Sleep (see holdFor)
 }
 
 func fullPlan() Plan {
@@ -96,11 +97,12 @@ func main() {
 		os.Exit(heartbeatChild(envFromOS(*run, *envFile), *store, *hbN, *hbDur, *hbRedis))
 	}
 
-	holdWithSleep = *sleepHold
 	plan := fullPlan()
 	if *quick {
 		plan = quickPlan()
 	}
+	plan.SleepHold = *sleepHold
+	holdWithSleep = plan.SleepHold
 	if *only != "" {
 		plan.Scenarios = strings.Split(*only, ",")
 	}
