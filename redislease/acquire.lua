@@ -3,7 +3,7 @@
 -- the current holder (queueing the caller, or refreshing its queue entry, if
 -- asked to).
 --
--- KEYS[1] lease hash (fields token, holder, fence)
+-- KEYS[1] lease: a string, token NUL fence NUL holder (see grant.lua)
 -- KEYS[2] fence counter (plain string, no TTL)
 -- KEYS[3] queue: zset of waiting tokens, score = arrival order
 -- KEYS[4] queue expiries: zset of the same tokens, score = entry expiry (ms)
@@ -37,7 +37,13 @@ local t = nil -- the server clock (TIME's reply), once read
 -- is free and nobody is queued, which one EXISTS of both keys tells; the
 -- grant at the end follows. Otherwise, the queue decides.
 if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
-  local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
+  -- cur: the holder's token, fence and holder name, or {} when free.
+  local cur = {}
+  local lease = redis.call('GET', KEYS[1])
+  if lease then
+    cur[1], cur[3], cur[2] = string.match(lease, '^([^%z]*)%z(%d+)%z(.*)$')
+    cur[1] = cur[1] or lease -- unreadable: still held, by no token of ours
+  end
 
   t = redis.call('TIME')
   local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -68,7 +68,7 @@ func (s *Store) renewPipeline(ctx context.Context, rs []lease.Request, idx []int
 	cmds := make([]*redis.Cmd, len(idx))
 	for j, i := range idx {
 		r := rs[i]
-		cmds[j] = renewScript.EvalSha(ctx, pipe, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+		cmds[j] = renewScript.EvalSha(ctx, pipe, []string{s.leaseKey(r.Key)}, leaseToken(r.Token), ttlMillis(r.TTL))
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds

@@ -32,8 +32,14 @@
 // For a namespace prefix P (default "lease:", see [WithPrefix]) and a lease
 // key K, the store uses:
 //
-//   - P + "{" + esc(K) + "}": a hash with fields token, holder and fence,
-//     expiring after the lease TTL (PEXPIRE).
+//   - P + "{" + esc(K) + "}": the lease, a string holding the token, a NUL
+//     byte, the fence (decimal), a NUL byte and the holder name, written
+//     with its TTL (SET PX) and extended by PEXPIRE. Tokens may not contain
+//     NUL (lease.ErrInvalid), so the token is everything before the first
+//     NUL; the holder, the rest, may hold any bytes. (One string costs the
+//     server one call per grant where a hash took HSET and PEXPIRE; an
+//     older leasekit's leases were hashes, which this one answers with a
+//     WRONGTYPE error, never a second grant, until they expire.)
 //   - P + "{" + esc(K) + "}:fence": the last fence granted for K, with no
 //     TTL. It survives releases and expiries, so it stays in Redis for every
 //     key ever leased (a few dozen bytes per distinct key).
@@ -53,7 +59,7 @@
 //
 // esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
 // Cluster hash tag is always exactly the escaped key (never empty, since
-// empty keys are rejected): a lease hash, its fence counter and its queue
+// empty keys are rejected): a lease, its fence counter and its queue
 // always live in the same cluster slot, which the Lua scripts require. The prefix must
 // not contain '{' or '}'.
 //

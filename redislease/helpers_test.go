@@ -115,6 +115,13 @@ func req(key, tok, holder string, ttl time.Duration) lease.Request {
 // The documented key layout (see the package documentation).
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
+// splitLease splits a lease string (token NUL fence NUL holder).
+func splitLease(v string) (token, fence, holder string) {
+	token, rest, _ := strings.Cut(v, "\x00")
+	fence, holder, _ = strings.Cut(rest, "\x00")
+	return token, fence, holder
+}
+
 func leaseKey(prefix, key string) string { return prefix + "{" + escaper.Replace(key) + "}" }
 func fenceKey(prefix, key string) string { return leaseKey(prefix, key) + ":fence" }
 func queueKey(prefix, key string) string { return leaseKey(prefix, key) + ":q" }

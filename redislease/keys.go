@@ -1,4 +1,4 @@
-// Redis key layout: lease hash, fence counter, queue of waiters and release
+// Redis key layout: lease, fence counter, queue of waiters and release
 // channel names.
 
 package redislease
@@ -9,7 +9,7 @@ import "strings"
 // Cluster hash tag. '%' is escaped too so the mapping stays injective.
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-// leaseKey is the hash holding key's lease: prefix{esc(key)}.
+// leaseKey is the string holding key's lease: prefix{esc(key)}.
 func (s *Store) leaseKey(key string) string {
 	return s.prefix + "{" + escaper.Replace(key) + "}"
 }
@@ -21,7 +21,7 @@ func (s *Store) fenceKey(key string) string {
 
 // scriptKeys returns, escaping key once, the keys the acquire and release
 // scripts use, all in the same cluster slot (same hash tag):
-//   - lk, the lease hash (leaseKey);
+//   - lk, the lease (leaseKey);
 //   - fence, the fence counter (fenceKey);
 //   - q, key's queue of waiters (a zset: token -> arrival order);
 //   - qx, the expiry of each entry of q (a zset: token -> expiry in Unix

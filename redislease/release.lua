@@ -2,12 +2,13 @@
 -- first live waiter in the key's queue; take the token out of the queue; and
 -- announce the key, naming the waiter at the head of the queue.
 --
--- KEYS[1] lease hash (fields token, holder, fence)
+-- KEYS[1] lease: a string, token NUL fence NUL holder (see grant.lua)
 -- KEYS[2] queue (zset, arrival order), KEYS[3] queue expiries (zset),
 -- KEYS[4] queue details (hash token -> "ttl:store:holder"), KEYS[5] fence
 --         counter
 --         (same hash tag as KEYS[1], hence the same cluster slot)
--- ARGV[1] token, ARGV[2] release channel, ARGV[3] original lease key
+-- ARGV[1] token, ARGV[2] release channel, ARGV[3] original lease key,
+-- ARGV[4] the token followed by a NUL byte
 --
 -- Returns 1 when released (or handed over), 0 when the token does not hold
 -- the key. A waiter that gives up (0: it held nothing) still leaves the
@@ -30,7 +31,10 @@ end
 -- The common case, kept to the fewest server calls and no closures: the
 -- token holds the key and nobody is queued (a granted token has left the
 -- queue), so the key alone is announced.
-local cur = redis.call('HGET', KEYS[1], 'token')
+-- ARGV[4] is the token followed by a NUL byte: tokens contain no NUL, so a
+-- lease that starts with it holds exactly that token.
+local lease = redis.call('GET', KEYS[1])
+local cur = lease and (string.sub(lease, 1, #ARGV[4]) == ARGV[4] and ARGV[1] or '')
 if cur == ARGV[1] and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], ARGV[3])

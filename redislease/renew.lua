@@ -1,11 +1,14 @@
 -- renew.lua: extend a lease if the caller's token still holds it.
 --
--- KEYS[1] lease hash
--- ARGV[1] token, ARGV[2] TTL in whole milliseconds
+-- KEYS[1] lease (token NUL fence NUL holder, see grant.lua)
+-- ARGV[1] token followed by a NUL byte, ARGV[2] TTL in whole milliseconds
 --
--- Returns 1 when renewed, 0 when the token does not hold the key.
+-- Returns 1 when renewed, 0 when the token does not hold the key. Tokens
+-- contain no NUL, so a lease that starts with ARGV[1] holds exactly that
+-- token.
 
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, #ARGV[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

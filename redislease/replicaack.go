@@ -207,7 +207,7 @@ func (s *Store) renewGroupAcked(ctx context.Context, node *redis.Client, rs []le
 		pipe := node.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))
 		for j, i := range idx {
-			keys, args := []string{s.leaseKey(rs[i].Key)}, []any{rs[i].Token, ttlMillis(rs[i].TTL)}
+			keys, args := []string{s.leaseKey(rs[i].Key)}, []any{leaseToken(rs[i].Token), ttlMillis(rs[i].TTL)}
 			if sha {
 				cmds[j] = renewScript.EvalSha(ctx, pipe, keys, args...)
 			} else {

@@ -126,7 +126,7 @@ func TestReplicaAck(t *testing.T) {
 		}
 		// WAIT returned: the replica has the lease already, no sleep needed.
 		lk := leaseKey(s.Prefix(), "acked")
-		if got := rc.HGet(ctx, lk, "fence").Val(); got != strconv.FormatUint(g.Fence, 10) {
+		if _, got, _ := splitLease(rc.Get(ctx, lk).Val()); got != strconv.FormatUint(g.Fence, 10) {
 			t.Errorf("replica's fence right after Acquire = %q, want %d", got, g.Fence)
 		}
 		if err := s.Renew(ctx, a); err != nil {

@@ -66,7 +66,7 @@ func (h *countHook) reset() {
 
 // The commands the Lua scripts call: Redis counts them in commandstats too.
 var inScript = map[string]bool{
-	"hmget": true, "hget": true, "hset": true, "get": true, "set": true, "del": true,
+	"hget": true, "hset": true, "get": true, "getset": true, "set": true, "del": true,
 	"pexpire": true, "pttl": true, "time": true, "publish": true,
 	"zadd": true, "zrem": true, "zrank": true, "zcard": true, "zrange": true, "zrangebyscore": true,
 	"exists": true, "zscore": true, "hdel": true,

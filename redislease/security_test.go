@@ -7,6 +7,7 @@ package redislease_test
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -125,5 +126,63 @@ func TestInjectionKeysAreInert(t *testing.T) {
 	}
 	if _, err := redislease.New(c, redislease.WithPrefix("a{b}:")); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("WithPrefix with braces = %v, want ErrInvalid", err)
+	}
+}
+
+// The lease string is token NUL fence NUL holder: a holder name with NUL
+// bytes, newlines or digits after a NUL is the rest of the string and reads
+// back whole; a token with a NUL byte is refused (ErrInvalid) before any
+// round trip and leaves the lease it aimed at alone.
+func TestLeaseStringFields(t *testing.T) {
+	c := sharedClient(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := storeWithPrefix(t, c, uniquePrefix(t))
+	for i, holder := range []string{"", "h\x00123\x00x", "\x00", "line\nbreak\x00", "7\x008"} {
+		k := fmt.Sprintf("k%d", i)
+		r := req(k, token(t), holder, time.Minute)
+		g, err := s.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("Acquire(holder %q): %v", holder, err)
+		}
+		info, err := s.Inspect(ctx, k)
+		if err != nil || !info.Held || info.Holder != holder || info.Fence != g.Fence {
+			t.Fatalf("Inspect(holder %q) = %+v, %v; want that holder and fence %d", holder, info, err, g.Fence)
+		}
+		if err := s.Renew(ctx, r); err != nil {
+			t.Fatalf("Renew(holder %q): %v", holder, err)
+		}
+		if err := s.Release(ctx, r); err != nil {
+			t.Fatalf("Release(holder %q): %v", holder, err)
+		}
+	}
+
+	held := req("held", token(t), "h", time.Minute)
+	g, err := s.Acquire(ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A token that extends the holder's by a NUL byte and its fence would
+	// match the lease string's start if NUL were allowed.
+	for _, tok := range []string{held.Token + "\x00", held.Token + "\x00" + strconv.FormatUint(g.Fence, 10), "\x00"} {
+		bad := req("held", tok, "intruder", time.Minute)
+		if _, err := s.Acquire(ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Acquire(token %q) = %v, want ErrInvalid", tok, err)
+		}
+		if err := s.Renew(ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Renew(token %q) = %v, want ErrInvalid", tok, err)
+		}
+		if err := s.Release(ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Release(token %q) = %v, want ErrInvalid", tok, err)
+		}
+		if errs := s.RenewMany(ctx, []lease.Request{bad}); !errors.Is(errs[0], lease.ErrInvalid) {
+			t.Errorf("RenewMany(token %q) = %v, want ErrInvalid", tok, errs[0])
+		}
+	}
+	info, err := s.Inspect(ctx, "held")
+	if err != nil || !info.Held || info.Holder != "h" || info.Fence != g.Fence {
+		t.Fatalf("after the refused calls, Inspect = %+v, %v; want still held by h", info, err)
+	}
+	if err := s.Renew(ctx, held); err != nil {
+		t.Fatalf("holder's Renew after the refused calls: %v", err)
 	}
 }

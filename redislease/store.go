@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -150,7 +151,7 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 	if err := validate(r, true); err != nil {
 		return fmt.Errorf("redislease: renew %q: %w", r.Key, err)
 	}
-	cmd, ack := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+	cmd, ack := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, leaseToken(r.Token), ttlMillis(r.TTL))
 	n, err := cmd.Int64()
 	if err == nil && n == 1 && ack != nil {
 		return fmt.Errorf("redislease: renew %q: %w", r.Key, ack)
@@ -179,7 +180,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	}
 	s.waiters.Settle(r.Token)
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
-	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key)
+	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key, leaseToken(r.Token))
 	n, err := cmd.Int64()
 	if err == nil && n == 1 {
 		err = ack // released on the primary, but not on enough replicas
@@ -233,11 +234,18 @@ func validate(r lease.Request, needTTL bool) error {
 	if r.Token == "" {
 		return lease.Invalid("token", "empty")
 	}
+	if strings.IndexByte(r.Token, 0) >= 0 {
+		return lease.Invalid("token", "contains a NUL byte (the lease string separates its fields with NUL)")
+	}
 	if needTTL && r.TTL <= 0 {
 		return lease.Invalid("ttl", "%v is not positive", r.TTL)
 	}
 	return nil
 }
+
+// leaseToken is how a lease string starts when token holds it (see
+// grant.lua): the token and the NUL byte after it.
+func leaseToken(token string) string { return token + "\x00" }
 
 // ttlMillis rounds d up to whole milliseconds, as PEXPIRE takes them.
 func ttlMillis(d time.Duration) int64 {

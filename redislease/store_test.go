@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -453,8 +454,8 @@ func TestKeyLayout(t *testing.T) {
 				t.Errorf("key %q: %q holds %v, want the waiter's token", k, rk, q)
 			}
 		}
-		if typ := c.Type(ctx, lk).Val(); typ != "hash" {
-			t.Errorf("key %q: lease key type %q, want hash", k, typ)
+		if typ := c.Type(ctx, lk).Val(); typ != "string" {
+			t.Errorf("key %q: lease key type %q, want string", k, typ)
 		}
 		tag := hashTag(lk)
 		if tag == "" || tag != hashTag(fk) || tag != escaper.Replace(k) {
@@ -463,9 +464,10 @@ func TestKeyLayout(t *testing.T) {
 		if hashSlot(lk) != hashSlot(fk) {
 			t.Errorf("key %q: slots %d != %d", k, hashSlot(lk), hashSlot(fk))
 		}
-		h, err := c.HGetAll(ctx, lk).Result()
-		if err != nil || h["holder"] != "h:"+k || h["fence"] == "" || len(h["token"]) != 32 || len(h) != 3 {
-			t.Errorf("key %q: hash %v, %v", k, h, err)
+		v, err := c.Get(ctx, lk).Result()
+		tok, fence, holder := splitLease(v)
+		if err != nil || holder != "h:"+k || fence != strconv.FormatUint(fences[k], 10) || len(tok) != 32 {
+			t.Errorf("key %q: lease %q, %v; want token NUL fence NUL holder", k, v, err)
 		}
 		info, err := s.Inspect(ctx, k)
 		if err != nil || !info.Held || info.Key != k || info.Holder != "h:"+k || info.Fence != fences[k] {
@@ -480,7 +482,7 @@ func TestKeyLayout(t *testing.T) {
 	if err := iter.Err(); err != nil || n != 4*len(keys) {
 		t.Errorf("%d Redis keys under the prefix (err %v), want %d", n, err, 4*len(keys))
 	}
-	// Once the waiters leave, only hashes and counters remain.
+	// Once the waiters leave, only leases and counters remain.
 	for _, k := range keys {
 		if err := s.Release(ctx, waiters[k]); !errors.Is(err, lease.ErrNotHeld) {
 			t.Errorf("waiter's Release(%q) = %v, want ErrNotHeld", k, err)

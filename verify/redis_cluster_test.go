@@ -171,7 +171,7 @@ func (c *redisCluster) restart(ctx context.Context) error {
 	if victim == km {
 		what = "the lease's master"
 		cl := redis.NewClient(&redis.Options{Addr: km.addr()})
-		v, _ := cl.HGetAll(ctx, c.key).Result()
+		v, _ := redisLease(ctx, cl, c.key)
 		_ = cl.Close()
 		if v["token"] != "" {
 			c.held++

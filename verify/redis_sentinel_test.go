@@ -144,7 +144,7 @@ func (s *redisSentinel) failover(ctx context.Context) error {
 	defer oc.Close()
 	var lease map[string]string
 	_ = redisWait(ctx, 2*time.Second, "a holder", func(ctx context.Context) (bool, error) {
-		v, err := oc.HGetAll(ctx, s.key).Result()
+		v, err := redisLease(ctx, oc, s.key)
 		lease = v
 		return v["token"] != "", err
 	})
@@ -169,7 +169,8 @@ func (s *redisSentinel) failover(ctx context.Context) error {
 	if lease["token"] != "" {
 		s.held++
 		nc := redis.NewClient(&redis.Options{Addr: primary, DialTimeout: time.Second})
-		after, _ := nc.HGet(ctx, s.key, "token").Result()
+		v, _ := redisLease(ctx, nc, s.key)
+		after := v["token"]
 		_ = nc.Close()
 		what = fmt.Sprintf("lease held by %s with fence %s; on the new primary: ", lease["holder"], lease["fence"])
 		if after == lease["token"] {

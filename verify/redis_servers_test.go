@@ -172,3 +172,19 @@ func redisInfoField(info, field string) string {
 	}
 	return ""
 }
+
+// redisLease reads the lease string at key (token NUL fence NUL holder, see
+// redislease's grant.lua) from one server, as a map with the fields token,
+// fence and holder; empty when the key holds no lease.
+func redisLease(ctx context.Context, c *redis.Client, key string) (map[string]string, error) {
+	v, err := c.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return map[string]string{}, err
+	}
+	token, rest, _ := strings.Cut(v, "\x00")
+	fence, holder, _ := strings.Cut(rest, "\x00")
+	return map[string]string{"token": token, "fence": fence, "holder": holder}, nil
+}
