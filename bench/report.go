@@ -311,6 +311,10 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	if rf, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "leasekit", "redis"); rf != nil && lk != nil && rl != nil && raw != nil {
 		w("\n**What a fence costs on Redis, in this run.** `raw-fenced` is the least a lock that issues a fence can do: one Lua script that runs SET NX PX and, if it took the key, INCR of a fence counter; the same compare-and-delete as raw. It reaches %s redislock and %s raw: a fenced acquisition needs a script (redislock's Obtain is one SET), and the counter is a second write. leasekit reaches %s raw-fenced; its acquire also checks the FIFO queue, reads the server clock (the fence is at least the server's time in µs, so it keeps growing if the counter is lost) and stores the holder, and its release announces the key to waiters (see the server cost table in §2).\n",
 			ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
+		if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
+			w("\n`raw-fenced-multi` takes its fence without a script, in a transaction (MULTI, SET NX PX, INCR of the counter, EXEC: one round trip; the counter then grows on failed attempts too, which a fence allows). It reaches %s raw and %s raw-fenced: the transaction's four commands cost the server about what the script does.\n",
+				ratio(mt.OpsPerS, raw.OpsPerS), ratio(mt.OpsPerS, rf.OpsPerS))
+		}
 	}
 	img("cycle.png")
 
@@ -553,13 +557,16 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 			if rf != nil && rl != nil && raw != nil && lk != nil {
 				why += fmt.Sprintf("; raw-fenced, the least such a lock can do, reached %s redislock and %s raw in this run, and leasekit %s raw-fenced (§1)",
 					ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
+				if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
+					why += fmt.Sprintf("; a transaction in place of the script does no better: raw-fenced-multi (MULTI, SET NX PX, INCR, EXEC) reached %s raw", ratio(mt.OpsPerS, raw.OpsPerS))
+				}
 				cl, cf := counterF(lk, "redis_server_cpu_us_per_op"), counterF(rf, "redis_server_cpu_us_per_op")
 				nl, nf := counterF(lk, "redis_commands_per_op"), counterF(rf, "redis_commands_per_op")
 				if cl > 0 && cf > 0 && nl > 0 && nf > 0 {
 					why += fmt.Sprintf(". Beyond raw-fenced, leasekit's scripts check the queue of waiters, take the server's clock as the fence's floor and announce the release: %.0f server commands per cycle (raw-fenced %.0f), %.0f µs of server CPU per cycle (raw-fenced %.0f)", nl, nf, cl, cf)
 				}
 			}
-			why += ". Measured apart (redis-benchmark -c 1 of EVALSHA on a private server, least of 5 rounds of 20,000 calls, 2026-12-01): an empty script costs 2.5–2.9 µs of server time, raw-fenced's lock script 7.2 µs and leasekit's acquire 13.2 µs (15.8 before its common path dropped its closures and number formatting); within it the server clock (TIME) ≈ 1.0 µs, the queue check ≈ 0.9, the counter's GET and SET ≈ 2.2, the hash write and PEXPIRE ≈ 3.5. Each of those is what a FIFO-fair lock with a clock-floored fence and a holder name needs; the uncontended cycle pays them twice over, since a client on 2 shared cores waits longer than the server works (raw-fenced's two scripts made ~19 µs slower each, 38 µs of server time per cycle, slowed its cycle by 50–90 µs in a throwaway test)"
+			why += ". Measured apart (redis-benchmark -c 1 of EVALSHA on a private server, rounds of 20,000 calls on fresh keys, 2026-12-01): an empty script costs 2.5–2.9 µs of server time, raw-fenced's lock script 7.2 µs (8.6 on a slower afternoon) and leasekit's acquire 13.2 µs that morning (15.8 before its common path dropped its closures and number formatting); within it the server clock (TIME) ≈ 1.0 µs, the queue check ≈ 0.9, the counter's GET and SET ≈ 2.2, the hash write and PEXPIRE ≈ 3.5. The lease then became one string written by SET PX and the counter one GETSET: on the slower afternoon, 10 interleaved rounds each, the acquire took 15.7 µs at least and 20.5 median, against 19.3 and 23.2 before. What is left is what a FIFO-fair lock with a clock-floored fence and a holder name needs; the uncontended cycle pays them twice over, since a client on 2 shared cores waits longer than the server works (raw-fenced's two scripts made ~19 µs slower each, 38 µs of server time per cycle, slowed its cycle by 50–90 µs in a throwaway test)"
 			why += "."
 		case strings.HasPrefix(vd.target, "(2) wait max"):
 			n := ""
