@@ -245,7 +245,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	if m.PrivateRedis {
 		redisWhere = "a private redis-server started by the benchmark"
 	}
-	w("Servers: Redis 7 (%s), PostgreSQL 15 (system service, shared test database), etcd and ZooKeeper (tickTime 500 ms) private to the run, all on 127.0.0.1; read from `LEASE_TEST_REDIS_ADDR`, `LEASE_TEST_POSTGRES_DSN`, `LEASE_TEST_ETCD_ENDPOINTS`, `LEASE_TEST_ZK_SERVERS` (`scripts/test --exec` sets them; a store whose variable is unset is skipped and listed below). The heartbeat scenario on Redis uses its own private `redis-server` on a free loopback port.\n\n", redisWhere)
+	w("Servers: Redis 7 (%s), PostgreSQL 15 (system service, shared test database), etcd and ZooKeeper (tickTime 500 ms, a fixed 256 MiB JVM heap with a 12 MiB young generation, so that no full collection stalls a run) private to the run, all on 127.0.0.1; read from `LEASE_TEST_REDIS_ADDR`, `LEASE_TEST_POSTGRES_DSN`, `LEASE_TEST_ETCD_ENDPOINTS`, `LEASE_TEST_ZK_SERVERS` (`scripts/test --exec` sets them; a store whose variable is unset is skipped and listed below). The heartbeat scenario on Redis uses its own private `redis-server` on a free loopback port.\n\n", redisWhere)
 	for _, n := range notes {
 		w("- Note: %s\n", n)
 	}

@@ -9,7 +9,7 @@
 #   etcd        always a private single node (client 23790, peer 23800, or the next free
 #               pair) with data in $LEASE_TMP; stopped on exit.
 #   ZooKeeper   always a private standalone server (21810 or the next free port),
-#               tickTime=500, data in $LEASE_TMP; stopped on exit.
+#               tickTime=500, a fixed 256 MiB heap, data in $LEASE_TMP; stopped on exit.
 # Sourced by scripts/test, which sets LEASE_TMP (temp dir) and LEASE_LOG_DIR.
 
 # ---------------------------------------------------------------- Redis
@@ -244,7 +244,12 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr
 EOF
 		log "zookeeper: starting on 127.0.0.1:$port (tickTime=500, data $dir)"
-		"$LEASE_TEST_JAVA" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+		# A fixed heap (ZooKeeper's own advice) with a small young generation:
+		# young collections stay at 1-2 ms, and the old generation never fills
+		# in a run. With -Xms32m it filled every ~30 s of contention and a
+		# 12-20 ms full collection stalled every client (measured with
+		# -Xlog:gc during bench contention runs, 2026-12-01).
+		"$LEASE_TEST_JAVA" -Xms256m -Xmx256m -Xmn12m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
 			-Djava.net.preferIPv4Stack=true -Dzookeeper.admin.enableServer=false \
 			-Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
 			-cp "$cp" org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
