@@ -47,8 +47,13 @@
 // outlive the Client's local deadline.
 //
 // The library keeps the session alive by itself, though, so a live process
-// that stopped renewing one lease would hold it forever. Each lease therefore
-// also has a TTL in the store: a renewal is a version-checked write of the
+// that stopped renewing one lease would hold it forever. Nor would the
+// session's pings be proof enough to renew by (as zk.Lock and Curator's
+// locks do): in an ensemble a follower answers pings itself, and one cut
+// off from the leader goes on answering them for syncLimit × tickTime while
+// the leader, which alone expires sessions, ends the session and deletes
+// its nodes; only a request the leader orders, such as a write, proves the
+// node is still there. Each lease therefore also has a TTL in the store: a renewal is a version-checked write of the
 // holder node, and the node expires TTL after its last write (its mtime, the
 // ZooKeeper leader's clock). An acquirer that finds the lowest node expired
 // deletes it (version-checked, so a renewal racing with it wins) and takes
