@@ -115,16 +115,12 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
 	cmd, ack := s.run(ctx, acquireScript, []string{lk, fk, qk, qx, qd},
 		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens)
-	res, err := cmd.Slice()
+	v, err := cmd.Result()
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	ok, err := replyInt(res, 0)
-	if err != nil {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
-	}
-	if ok == 1 {
-		fence, err := replyUint(res, 1)
+	if f, granted := v.(string); granted { // the fence alone: granted
+		fence, err := parseFence(f)
 		if err == nil {
 			err = ack // granted on the primary, but not on enough replicas
 		}
@@ -133,6 +129,10 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		}
 		s.waiters.Granted(r)
 		return lease.Grant{Fence: fence}, nil
+	}
+	res, ok := v.([]any)
+	if !ok {
+		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: unexpected reply %T", r.Key, v)
 	}
 	holder, err1 := replyString(res, 1)
 	pttl, err2 := replyInt(res, 2)
@@ -306,6 +306,19 @@ func replyString(res []any, i int) (string, error) {
 	return s, nil
 }
 
+// parseFence parses a fence the scripts return as a decimal string; ""
+// (no counter) is 0.
+func parseFence(v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad fence %q: %w", v, err)
+	}
+	return n, nil
+}
+
 // replyUint parses a fence; "" (no counter) is 0.
 func replyUint(res []any, i int) (uint64, error) {
 	v, err := replyAt(res, i)
@@ -314,14 +327,7 @@ func replyUint(res []any, i int) (uint64, error) {
 	}
 	switch v := v.(type) {
 	case string:
-		if v == "" {
-			return 0, nil
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("bad fence %q: %w", v, err)
-		}
-		return n, nil
+		return parseFence(v)
 	case int64:
 		if v >= 0 {
 			return uint64(v), nil
