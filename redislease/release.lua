@@ -28,14 +28,16 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
+-- mine: the token holds the key. ARGV[4] is the token followed by a NUL
+-- byte; tokens contain no NUL, so a lease that starts with it holds exactly
+-- that token. lease is nil when the key is free.
+local lease = redis.call('GET', KEYS[1])
+local mine = lease and string.sub(lease, 1, #ARGV[4]) == ARGV[4]
+
 -- The common case, kept to the fewest server calls and no closures: the
 -- token holds the key and nobody is queued (a granted token has left the
 -- queue), so the key alone is announced.
--- ARGV[4] is the token followed by a NUL byte: tokens contain no NUL, so a
--- lease that starts with it holds exactly that token.
-local lease = redis.call('GET', KEYS[1])
-local cur = lease and (string.sub(lease, 1, #ARGV[4]) == ARGV[4] and ARGV[1] or '')
-if cur == ARGV[1] and redis.call('EXISTS', KEYS[2]) == 0 then
+if mine and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], ARGV[3])
   return 1
@@ -77,7 +79,7 @@ local function handOff(w, ttl, holder, t)
   return fence
 end
 
-if cur == ARGV[1] then
+if mine then
   redis.call('DEL', KEYS[1])
   dequeue(ARGV[1])
   local w, t = head()
@@ -96,7 +98,7 @@ end
 local dequeued = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-if dequeued == 1 and not cur then
+if dequeued == 1 and not lease then
   local w = head()
   local msg = ARGV[3]
   if w then
