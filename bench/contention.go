@@ -110,7 +110,7 @@ func (c *contRun) phase(ctx context.Context, env *Env, dur time.Duration) {
 	wg.Wait()
 	c.reqs += reqs.n.Load() - req0
 	if c.sys.Store == "redis" {
-		c.cost.add(before, readRedis(ctx, env.StatsRedis))
+		c.cost.add(before, readRedis(ctx, env.StatsRedis), reqs.commandNames())
 	}
 }
 

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +59,31 @@ func countStore(st lease.Store) (lease.Store, *countingStore) {
 	return c, c
 }
 
-// wire counts requests sent on the wire by a store's client.
-type wire struct{ n atomic.Int64 }
+// wire counts requests sent on the wire by a store's client. On Redis it
+// also records the names of the commands the client sends itself (a
+// transaction's as MULTI and EXEC), so that the server's per-command times
+// can be summed without counting the commands scripts and transactions run
+// twice (see redisCost).
+type wire struct {
+	n     atomic.Int64
+	names sync.Map // lower-case Redis command name -> struct{}
+}
+
+func (w *wire) sent(name string) {
+	if _, ok := w.names.Load(name); !ok {
+		w.names.Store(name, struct{}{})
+	}
+}
+
+// commandNames returns the Redis commands w's clients sent.
+func (w *wire) commandNames() []string {
+	var out []string
+	w.names.Range(func(k, _ any) bool {
+		out = append(out, k.(string))
+		return true
+	})
+	return out
+}
 
 // requestCounters holds one wire per system ("system/store"): every Locker
 // of the system counts its client's requests there, so that the cycle and
@@ -93,12 +117,21 @@ func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.w.n.Add(1)
+		h.w.sent(strings.ToLower(cmd.Name()))
 		return next(ctx, cmd)
 	}
 }
 func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.w.n.Add(1)
+		if len(cmds) > 0 && strings.EqualFold(cmds[0].Name(), "multi") {
+			h.w.sent("multi") // the queued commands run inside EXEC
+			h.w.sent("exec")
+		} else {
+			for _, c := range cmds {
+				h.w.sent(strings.ToLower(c.Name()))
+			}
+		}
 		return next(ctx, cmds)
 	}
 }

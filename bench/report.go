@@ -43,6 +43,9 @@ func v(p *float64) float64 {
 	return *p
 }
 
+// f3 formats a latency in ms with three decimals (tens of µs).
+func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
+
 func f1(x float64) string {
 	switch {
 	case x >= 100:
@@ -288,7 +291,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	// 1. cycle
 	w("\n## 1. Uncontended acquire + release (one client, one key)\n\n")
 	w("One client acquires and releases one key in a loop (after 20 warm-up cycles). leasekit issues a fence on every acquisition; the peers do not. TTL 10 s. The systems run interleaved in rounds of 0.5 s, %.0f s each in total, so that load changes on the shared machine hit them alike. Ratios are against redislock with NoRetry (uncontended, the three redislock strategies do the same work) and the raw floor.\n\n", m.Plan.CycleDur.Seconds())
-	w("| system | store | cycles/s | p50 ms | p99 ms | max ms | requests / cycle | vs redislock | vs raw |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| system | store | cycles/s | p10 ms | p50 ms | p99 ms | max ms | requests / cycle | vs redislock | vs raw |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	rl, raw := x.get("cycle", "redislock-noretry", "redis"), x.get("cycle", "raw", "redis")
 	for _, r := range rs {
 		if r.Scenario != "cycle" || r.Skipped != "" {
@@ -306,14 +309,19 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 				a = ratio(r.OpsPerS, pr.OpsPerS) + " (vs " + p + ")"
 			}
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS), fp(r.P50Ms), fp(r.P99Ms), fp(r.MaxMs), reqPerOp(r), a, c)
+		p10 := "–"
+		if v := counterF(&r, "p10_ms"); v > 0 {
+			p10 = f3(v)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS), p10, fp(r.P50Ms), fp(r.P99Ms), fp(r.MaxMs), reqPerOp(r), a, c)
 	}
+	w("\n*p10* is the 10th percentile of a cycle's latency. On this machine the cycle time has two modes: tens of µs when client and server stay on their cores, about a hundred µs more when one of them must wake an idle core; cycles/s follows the share of fast cycles, which the machine decides and which varies between runs more than the systems differ (see the spread of the three redislock strategies, which do the same work uncontended). The fast cycles, p10, show each system's own cost.\n")
 	if rf, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "leasekit", "redis"); rf != nil && lk != nil && rl != nil && raw != nil {
-		w("\n**What a fence costs on Redis, in this run.** `raw-fenced` is the least a lock that issues a fence can do: one Lua script that runs SET NX PX and, if it took the key, INCR of a fence counter; the same compare-and-delete as raw. It reaches %s redislock and %s raw: a fenced acquisition needs a script (redislock's Obtain is one SET), and the counter is a second write. leasekit reaches %s raw-fenced; its acquire also checks the FIFO queue, reads the server clock (the fence is at least the server's time in µs, so it keeps growing if the counter is lost) and stores the holder, and its release announces the key to waiters (see the server cost table in §2).\n",
-			ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
+		w("\n**What a fence costs on Redis, in this run.** `raw-fenced` is the least a lock that issues a fence can do: one Lua script that runs SET NX PX and, if it took the key, INCR of a fence counter; the same compare-and-delete as raw. It reaches %s redislock and %s raw (p10 %s against redislock's %s and raw's %s ms): redislock's Obtain is a script too (its SET NX PX runs in Lua), so the fence's counter is what raw-fenced adds to it. leasekit reaches %s raw-fenced (p10 %s ms); its acquire also checks the FIFO queue, reads the server clock (the fence is at least the server's time in µs, so it keeps growing if the counter is lost or rolled back) and stores the holder, and its release announces the key to waiters: see the server's time in commands in §2's server cost table.\n",
+			ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), f3(counterF(rf, "p10_ms")), f3(counterF(rl, "p10_ms")), f3(counterF(raw, "p10_ms")), ratio(lk.OpsPerS, rf.OpsPerS), f3(counterF(lk, "p10_ms")))
 		if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
-			w("\n`raw-fenced-multi` takes its fence without a script, in a transaction (MULTI, SET NX PX, INCR of the counter, EXEC: one round trip; the counter then grows on failed attempts too, which a fence allows). It reaches %s raw and %s raw-fenced: the transaction's four commands cost the server about what the script does.\n",
-				ratio(mt.OpsPerS, raw.OpsPerS), ratio(mt.OpsPerS, rf.OpsPerS))
+			w("\n`raw-fenced-multi` takes its fence without a script, in a transaction (MULTI, SET NX PX, INCR of the counter, EXEC: one round trip; the counter then grows on failed attempts too, which a fence allows). It reaches %s raw and %s raw-fenced (p10 %s ms).\n",
+				ratio(mt.OpsPerS, raw.OpsPerS), ratio(mt.OpsPerS, rf.OpsPerS), f3(counterF(mt, "p10_ms")))
 		}
 	}
 	img("cycle.png")
@@ -369,11 +377,15 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		}
 		if cpu, ok := r.Counters["redis_server_cpu_us_per_op"].(float64); ok {
 			cmds, _ := r.Counters["redis_commands_per_op"].(float64)
-			costRows = append(costRows, fmt.Sprintf("| %s | %s | %s | %s |", r.Scenario, r.System, f1(cpu), f1(cmds)))
+			inCmds := ""
+			if us, ok := r.Counters["redis_command_us_per_op"].(float64); ok {
+				inCmds = f1(us)
+			}
+			costRows = append(costRows, fmt.Sprintf("| %s | %s | %s | %s | %s |", r.Scenario, r.System, f1(cpu), inCmds, f1(cmds)))
 		}
 	}
 	if len(costRows) > 0 {
-		w("\n### Redis server cost per acquisition\n\nFrom the private redis-server's INFO (`used_cpu_user+used_cpu_sys`, `total_commands_processed`, which counts the commands scripts run too), over the periods each system ran; per acquisition+release cycle (cycle) or per acquisition (contention, failed attempts included).\n\n| scenario | system | server CPU µs | commands |\n|---|---|---:|---:|\n%s\n", strings.Join(costRows, "\n"))
+		w("\n### Redis server cost per acquisition\n\nFrom the private redis-server's INFO, over the periods each system ran; per acquisition+release cycle (cycle) or per acquisition (contention, failed attempts included). *Server CPU* is the process's `used_cpu_user+used_cpu_sys`: the commands, the network and the event loop. *In commands* is the time the server spent executing the commands the system's clients sent (`INFO commandstats`, summed over those commands; a script's or a transaction's time includes the commands it runs, which are not counted again): what the system's own server-side logic costs, unblurred by the machine's wake-ups. *Commands* is `total_commands_processed`, which counts the commands scripts run too.\n\n| scenario | system | server CPU µs | in commands µs | commands |\n|---|---|---:|---:|---:|\n%s\n", strings.Join(costRows, "\n"))
 	}
 
 	// 3. fail-over
@@ -553,21 +565,23 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 		case strings.HasPrefix(vd.target, "(1)"):
 			key = "cycle"
 			rf, rl, raw, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "redislock-noretry", "redis"), x.get("cycle", "raw", "redis"), x.get("cycle", "leasekit", "redis")
-			why = "**(1) Redis cycles/s**: a lock that issues a fence needs a script (redislock's Obtain is one SET NX) and a second write (the counter)"
+			why = "**(1) Redis cycles/s**: redislock's Obtain and Release are one Lua script each (SET NX PX; GET and DEL), and a lock that issues a fence adds at least a counter write"
 			if rf != nil && rl != nil && raw != nil && lk != nil {
 				why += fmt.Sprintf("; raw-fenced, the least such a lock can do, reached %s redislock and %s raw in this run, and leasekit %s raw-fenced (§1)",
 					ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
 				if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
-					why += fmt.Sprintf("; a transaction in place of the script does no better: raw-fenced-multi (MULTI, SET NX PX, INCR, EXEC) reached %s raw", ratio(mt.OpsPerS, raw.OpsPerS))
+					why += fmt.Sprintf("; a transaction in place of the script (raw-fenced-multi: MULTI, SET NX PX, INCR, EXEC) reached %s raw", ratio(mt.OpsPerS, raw.OpsPerS))
 				}
-				cl, cf := counterF(lk, "redis_server_cpu_us_per_op"), counterF(rf, "redis_server_cpu_us_per_op")
-				nl, nf := counterF(lk, "redis_commands_per_op"), counterF(rf, "redis_commands_per_op")
-				if cl > 0 && cf > 0 && nl > 0 && nf > 0 {
-					why += fmt.Sprintf(". Beyond raw-fenced, leasekit's scripts check the queue of waiters, take the server's clock as the fence's floor and announce the release: %.0f server commands per cycle (raw-fenced %.0f), %.0f µs of server CPU per cycle (raw-fenced %.0f)", nl, nf, cl, cf)
+				why += fmt.Sprintf(". Cycles/s mostly measure how often this machine keeps both processes on their cores (p10 against p50 in §1); the fast cycles show the cost: p10 %s ms for leasekit, %s for redislock, %s for raw-fenced",
+					f3(counterF(lk, "p10_ms")), f3(counterF(rl, "p10_ms")), f3(counterF(rf, "p10_ms")))
+				ul, ur, uf := counterF(lk, "redis_command_us_per_op"), counterF(rl, "redis_command_us_per_op"), counterF(rf, "redis_command_us_per_op")
+				nl, nr := counterF(lk, "redis_commands_per_op"), counterF(rl, "redis_commands_per_op")
+				if ul > 0 && ur > 0 && uf > 0 && nl > nr {
+					why += fmt.Sprintf(". The difference is server time in the scripts: %s µs per cycle for leasekit, %s for redislock, %s for raw-fenced (INFO commandstats, §2's server cost table), in %.0f commands against redislock's %.0f, so about %.1f µs for each call a script makes. leasekit's extra calls are what its guarantees need: the FIFO check (EXISTS of the queue on acquire and on release: without it a newcomer or the releaser could take the key ahead of a waiter, target 2), the server clock (TIME) as the fence's floor (without it a fence could go backwards after a failover to a replica that had not seen the last increments), the holder's name in the lease (Inspect, HeldError), and the release's PUBLISH (waiters and election watchers wake on it instead of polling)",
+						f1(ul), f1(ur), f1(uf), nl, nr, (ul-ur)/(nl-nr))
 				}
 			}
-			why += ". Measured apart (redis-benchmark -c 1 of EVALSHA on a private server, rounds of 20,000 calls on fresh keys, 2026-12-01): an empty script costs 2.5–2.9 µs of server time, raw-fenced's lock script 7.2 µs (8.6 on a slower afternoon) and leasekit's acquire 13.2 µs that morning (15.8 before its common path dropped its closures and number formatting); within it the server clock (TIME) ≈ 1.0 µs, the queue check ≈ 0.9, the counter's GET and SET ≈ 2.2, the hash write and PEXPIRE ≈ 3.5. The lease then became one string written by SET PX, the counter one GETSET, and a grant's reply a bare string (a table reply costs the server ~1.2 µs more): on the slower afternoon, in interleaved rounds of each version, the acquire's median went from 23.2 to 20.5 µs with the first two (10 rounds) and from 21.1 to 18.8 µs with the third (6 rounds). What is left is what a FIFO-fair lock with a clock-floored fence and a holder name needs; the uncontended cycle pays them twice over, since a client on 2 shared cores waits longer than the server works (raw-fenced's two scripts made ~19 µs slower each, 38 µs of server time per cycle, slowed its cycle by 50–90 µs in a throwaway test)"
-			why += "."
+			why += ". The scripts' common paths were cut to these calls (docs/stores.md gives the measured steps); what is left is what a FIFO-fair lock with a clock-floored fence and a holder name costs."
 		case strings.HasPrefix(vd.target, "(2) wait max"):
 			n := ""
 			if r := x.get("contention", "leasekit", vd.store); r != nil {
