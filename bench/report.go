@@ -522,11 +522,11 @@ const reportNotes = `## Reading the results
   only frees the key, as in advisory mode, commits asynchronously (the next acquisition's synchronous
   commit flushes the WAL past it). A refused attempt takes no row lock, so waiters never queue behind the
   release. On Redis each
-  ` + "`redis.call`" + ` inside a script costs about as much as a small command (about 2 µs on this server:
-  an EVALSHA of ` + "`return 1`" + ` takes 1.9 µs, with one call 4.9 µs, with ten calls 19.7 µs, from
-  ` + "`INFO commandstats`" + `); leasekit's acquire and release on a free key with nobody queued run 6 and 4
-  calls (the fence counter, the server clock, the queue check, the announcement), redislock's
-  SET NX and compare-and-delete 1 and 2.
+  ` + "`redis.call`" + ` inside a script costs the server about a microsecond (the time in commands of §2's server
+  cost table, from ` + "`INFO commandstats`" + `, gives this run's figures per cycle); leasekit's acquire and
+  release of a free key with nobody queued make 4 calls each (the queue check, the server clock, the fence
+  counter, the lease; the lease read, the queue check, the delete, the announcement), redislock's scripts
+  1 and 2 (SET NX PX; GET and DEL).
 - **Fail-over** is bounded below by the TTL. A leasekit waiter without an expiry announcement sleeps until
   the holder's remaining TTL (from the store's answer) plus 1 ms; waiters racing for a key add a jitter of
   up to min(remaining/10, 50 ms), but the head of a FIFO queue, the only waiter that can take the key,
