@@ -146,7 +146,7 @@ func main() {
 		env.RedisAddr, env.StatsRedis = addr, addr
 		_ = os.Setenv("LEASE_TEST_REDIS_ADDR", addr) // for the worker processes
 		extraNotes = append(extraNotes, "-private-redis: every Redis system ran against a private redis-server on a free loopback port"+
-			"; cycle and contention record that server's CPU time and commands per acquisition (counters in results.json)")
+			"; cycle and contention record that server's CPU time, its time in each system's commands and its commands per acquisition (counters in results.json)")
 	}
 	start := time.Now()
 	results, notes := Execute(ctx, env, plan, func(f string, a ...any) {

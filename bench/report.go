@@ -43,6 +43,23 @@ func v(p *float64) float64 {
 	return *p
 }
 
+// redislockSpread returns the lowest and highest cycles/s of the three
+// redislock strategies (0, 0 without them): uncontended they do the same
+// work, so their spread is the run's noise.
+func redislockSpread(x index) (lo, hi float64) {
+	for _, name := range []string{"redislock-noretry", "redislock-linear", "redislock-exp"} {
+		r := x.get("cycle", name, "redis")
+		if r == nil || r.OpsPerS <= 0 {
+			return 0, 0
+		}
+		if lo == 0 || r.OpsPerS < lo {
+			lo = r.OpsPerS
+		}
+		hi = max(hi, r.OpsPerS)
+	}
+	return lo, hi
+}
+
 // f3 formats a latency in ms with three decimals (tens of µs).
 func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
 
@@ -315,7 +332,11 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		}
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS), p10, fp(r.P50Ms), fp(r.P99Ms), fp(r.MaxMs), reqPerOp(r), a, c)
 	}
-	w("\n*p10* is the 10th percentile of a cycle's latency. On this machine the cycle time has two modes: tens of µs when client and server stay on their cores, about a hundred µs more when one of them must wake an idle core; cycles/s follows the share of fast cycles, which the machine decides and which varies between runs more than the systems differ (see the spread of the three redislock strategies, which do the same work uncontended). The fast cycles, p10, show each system's own cost.\n")
+	spread := ""
+	if lo, hi := redislockSpread(x); lo > 0 {
+		spread = fmt.Sprintf(": %s to %s cycles/s in this run", f1(lo), f1(hi))
+	}
+	w("\n*p10* is the 10th percentile of a cycle's latency. On this machine the cycle time has two modes: tens of µs when client and server stay on their cores, about a hundred µs more when one of them must wake an idle core; cycles/s follows the share of fast cycles, which the machine decides and which varies between runs more than the systems differ (see the three redislock strategies, which do the same work uncontended%s). The fast cycles, p10, show each system's own cost.\n", spread)
 	if rf, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "leasekit", "redis"); rf != nil && lk != nil && rl != nil && raw != nil {
 		w("\n**What a fence costs on Redis, in this run.** `raw-fenced` is the least a lock that issues a fence can do: one Lua script that runs SET NX PX and, if it took the key, INCR of a fence counter; the same compare-and-delete as raw. It reaches %s redislock and %s raw (p10 %s against redislock's %s and raw's %s ms): redislock's Obtain is a script too (its SET NX PX runs in Lua), so the fence's counter is what raw-fenced adds to it. leasekit reaches %s raw-fenced (p10 %s ms); its acquire also checks the FIFO queue, reads the server clock (the fence is at least the server's time in µs, so it keeps growing if the counter is lost or rolled back) and stores the holder, and its release announces the key to waiters: see the server's time in commands in §2's server cost table.\n",
 			ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), f3(counterF(rf, "p10_ms")), f3(counterF(rl, "p10_ms")), f3(counterF(raw, "p10_ms")), ratio(lk.OpsPerS, rf.OpsPerS), f3(counterF(lk, "p10_ms")))
