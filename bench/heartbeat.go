@@ -164,15 +164,29 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 	}
 	r.BytesPerLease = f64(float64(int64(liveBytes(&m1))-int64(liveBytes(&m0))) / float64(got))
 
-	// Let renewals converge into one batch per interval, then measure.
+	// Let renewals converge into one batch per interval, then measure over a
+	// whole number of intervals, starting half an interval after a renewal
+	// round: the window's edges then fall between rounds, and it counts each
+	// round it spans once (a window edge at a round could count it or not,
+	// 30 or 31 rounds in 30 intervals). The server's counter is read at both
+	// edges alike, in the background at the start: PostgreSQL's reading
+	// waits a second for its statistics to be flushed.
 	time.Sleep(hbRenew + hbRenew/2)
+	round := afterRound(ctx, cnt, 2*hbRenew)
+	time.Sleep(time.Until(round.Add(hbRenew / 2)))
+	type serverReading struct {
+		n    int64
+		note string
+		err  error
+	}
+	reading0 := make(chan serverReading, 1)
 	lost0 := lost.Load()
 	w0, renews0, batches0, size0 := w.n.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
-	var s0 int64
-	var serverNote string
-	var serverErr error
 	if server != nil {
-		s0, serverNote, serverErr = server(ctx)
+		go func() {
+			n, note, err := server(ctx)
+			reading0 <- serverReading{n, note, err}
+		}()
 	}
 	// LEASEKIT_BENCH_PROFILE_DIR: write a CPU profile of the window.
 	stopProf := func() {}
@@ -184,14 +198,19 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 	var ru0, ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
-	time.Sleep(dur)
+	time.Sleep(max(dur.Round(hbRenew), hbRenew)) // whole intervals
 	el := time.Since(t0)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	stopProf()
 	w1, renews1, batches1, size1 := w.n.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
-	var s1 int64
-	if server != nil && serverErr == nil {
+	var s0, s1 int64
+	var serverNote string
+	var serverErr error
+	if server != nil {
 		s1, _, serverErr = server(ctx)
+		r0 := <-reading0
+		s0, serverNote = r0.n, r0.note
+		serverErr = errors.Join(r0.err, serverErr)
 	}
 	intervals := float64(el) / float64(hbRenew)
 	cpu := time.Duration(ru1.Utime.Nano()-ru0.Utime.Nano()) + time.Duration(ru1.Stime.Nano()-ru0.Stime.Nano())
@@ -467,3 +486,17 @@ func startPrivateRedis(ctx context.Context) (string, func(), error) {
 // liveBytes is the memory a held lease can cost: the live heap plus the
 // goroutine stacks.
 func liveBytes(m *runtime.MemStats) uint64 { return m.HeapAlloc + m.StackInuse }
+
+// afterRound waits until cnt sees the client's next renewal call (Renew or
+// RenewMany), for at most limit, and returns when it saw it (or gave up).
+func afterRound(ctx context.Context, cnt *countingStore, limit time.Duration) time.Time {
+	calls := func() int64 { return cnt.renews.Load() + cnt.batches.Load() }
+	c0 := calls()
+	for end := time.Now().Add(limit); time.Now().Before(end) && ctx.Err() == nil; {
+		if calls() != c0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Now()
+}
