@@ -60,6 +60,12 @@ func redislockSpread(x index) (lo, hi float64) {
 	return lo, hi
 }
 
+// fifoIdeal is a contention result's FIFO ideal wait in ms: (N−1) ×
+// (hold as slept + hand-off p50).
+func fifoIdeal(r *Result) float64 {
+	return float64(r.Clients-1) * (heldMs(r) + v(r.HandoffOtherP50Ms))
+}
+
 // f3 formats a latency in ms with three decimals (tens of µs).
 func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
 
@@ -170,7 +176,7 @@ func verdicts(x index) []verdict {
 		out = append(out, verdict{"(2) per-worker spread within ±10%", st,
 			fmt.Sprintf("%d..%d (mean %.0f: %+.0f%%/%+.0f%%)", *lk.PerWorkerMin, *lk.PerWorkerMax, mean, 100*lo, 100*hi), "", "",
 			bptr(mean > 0 && lo >= -0.1 && hi <= 0.1)})
-		ideal := (n - 1) * (heldMs(lk) + v(lk.HandoffOtherP50Ms))
+		ideal := fifoIdeal(lk)
 		theirs := fmt.Sprintf("2× ideal = %s ms", f1(2*ideal))
 		if peer, ok := peerOn[st]; ok {
 			if p := x.get("contention", peer, st); p != nil {
@@ -361,7 +367,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		if r.Scenario != "contention" || r.Skipped != "" {
 			continue
 		}
-		ideal := float64(r.Clients-1) * (heldMs(&r) + v(r.HandoffOtherP50Ms))
+		ideal := fifoIdeal(&r)
 		rr := ""
 		if r.System == "leasekit" && r.Store == "redis" && rlc != nil {
 			rr = ratio(r.OpsPerS, rlc.OpsPerS)
@@ -604,15 +610,21 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 			}
 			why += ". The scripts' common paths were cut to these calls (docs/stores.md gives the measured steps); what is left is what a FIFO-fair lock with a clock-floored fence and a holder name costs."
 		case strings.HasPrefix(vd.target, "(2) wait max"):
-			n := ""
+			n, stall := "", ""
 			if r := x.get("contention", "leasekit", vd.store); r != nil {
 				n = fmt.Sprintf(" of %d", r.Samples)
+				if hm := counterF(r, "handoff_other_max_ms"); hm > 0 && r.HandoffOtherP99Ms != nil {
+					stall = fmt.Sprintf(" (the longest hand-off of this run took %s ms, against a p99 of %s ms)", f1(hm), fp(r.HandoffOtherP99Ms))
+				}
+				if ideal := fifoIdeal(r); ideal > 0 && r.WaitP99Ms != nil {
+					stall += fmt.Sprintf("; the wait's p99 was %.2f× the ideal", *r.WaitP99Ms/ideal)
+				}
 			}
 			peers := ""
 			if p, ok := peerOn[vd.store]; ok {
 				peers = ", for " + p + " too (see max ÷ ideal in §2)"
 			}
-			key, why = "waitmax-"+vd.store, "**(2) wait max on "+vd.store+"**: the longest wait"+n+"; a single stall of the shared machine during a hand-off adds to every wait in progress"+peers+"."
+			key, why = "waitmax-"+vd.store, "**(2) wait max on "+vd.store+"**: the longest wait"+n+"; a single stall of the shared machine during a hand-off adds to every wait in progress"+stall+peers+"."
 		case strings.HasPrefix(vd.target, "(2) hand-off") && strings.HasPrefix(vd.store, "postgres"):
 			key = "pg-handoff"
 			why = "**(2) PostgreSQL hand-off**: a hand-off is the release statement, the NOTIFY's delivery and, in advisory mode, the next waiter's acquire statement (with a synchronous commit; in table mode the release hands the key over itself and commits synchronously); PostgreSQL 15 signals every listening backend of the database on each NOTIFY (16 here, one per worker's Client: each reads the notification queue, only the named waiter acts), and adding 16 idle listeners more raised the table-mode hand-off p50 by 0.6–0.85 ms in a throwaway test (2026-12-01, 2 runs each)"
