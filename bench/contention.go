@@ -187,7 +187,7 @@ func runContentions(ctx context.Context, env *Env, syss []System, scenario strin
 	}
 	slice := dur / time.Duration(rounds)
 	for round := 0; round < rounds && ctx.Err() == nil; round++ {
-		for _, c := range cs {
+		for _, c := range rotated(cs, round) {
 			c.phase(ctx, env, slice)
 		}
 	}

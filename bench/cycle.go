@@ -53,7 +53,7 @@ func runCycles(ctx context.Context, env *Env, syss []System, dur time.Duration, 
 	}
 	slice := dur / time.Duration(rounds)
 	for round := 0; round < rounds && ctx.Err() == nil; round++ {
-		for _, c := range cs {
+		for _, c := range rotated(cs, round) {
 			if c.dead {
 				continue
 			}
@@ -112,4 +112,15 @@ func runCycles(ctx context.Context, env *Env, syss []System, dur time.Duration, 
 	}
 	closeAll(ls)
 	return out
+}
+
+// rotated returns xs starting at element round mod len(xs): each round
+// starts with the next system, so that no system always runs right after the
+// same one (or first, after the set-up).
+func rotated[T any](xs []T, round int) []T {
+	if len(xs) == 0 {
+		return xs
+	}
+	k := round % len(xs)
+	return append(append(make([]T, 0, len(xs)), xs[k:]...), xs[:k]...)
 }

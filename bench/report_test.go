@@ -24,3 +24,18 @@ func TestMissedWaitMaxNamesTheStall(t *testing.T) {
 		}
 	}
 }
+
+func TestRotated(t *testing.T) {
+	xs := []int{1, 2, 3}
+	for round, want := range [][]int{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}, {1, 2, 3}} {
+		if got := rotated(xs, round); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("round %d: %v, want %v", round, got, want)
+		}
+	}
+	if fmt.Sprint(xs) != "[1 2 3]" {
+		t.Errorf("rotated changed its input: %v", xs)
+	}
+	if got := rotated([]int(nil), 5); len(got) != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
