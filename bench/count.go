@@ -69,11 +69,7 @@ type wire struct {
 	names sync.Map // lower-case Redis command name -> struct{}
 }
 
-func (w *wire) sent(name string) {
-	if _, ok := w.names.Load(name); !ok {
-		w.names.Store(name, struct{}{})
-	}
-}
+func (w *wire) sent(name string) { w.names.LoadOrStore(name, struct{}{}) }
 
 // commandNames returns the Redis commands w's clients sent.
 func (w *wire) commandNames() []string {

@@ -90,21 +90,16 @@ func runCycles(ctx context.Context, env *Env, syss []System, dur time.Duration, 
 			c.r.Samples = len(c.lat)
 			c.r.OpsPerS = float64(len(c.lat)) / c.el.Seconds()
 			c.r.P50Ms, c.r.P99Ms, c.r.MaxMs = summary(c.lat)
+			c.r.Counters = map[string]any{}
 			if len(c.lat) > 0 {
 				// The fast cycles (summary sorted c.lat): on 2 shared cores a
 				// cycle takes either tens of µs, when client and server stay
 				// on their cores, or about a hundred more, when an idle core
 				// must be woken; the low percentiles show a system's own cost.
-				if c.r.Counters == nil {
-					c.r.Counters = map[string]any{}
-				}
 				c.r.Counters["p10_ms"] = pct(c.lat, 10)
 			}
 			c.cost.record(&c.r, len(c.lat))
 			if c.reqs > 0 && len(c.lat) > 0 {
-				if c.r.Counters == nil {
-					c.r.Counters = map[string]any{}
-				}
 				c.r.Counters["client_requests_per_op"] = float64(c.reqs) / float64(len(c.lat))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 )
 
@@ -47,17 +48,15 @@ func v(p *float64) float64 {
 // redislock strategies (0, 0 without them): uncontended they do the same
 // work, so their spread is the run's noise.
 func redislockSpread(x index) (lo, hi float64) {
+	var ops []float64
 	for _, name := range []string{"redislock-noretry", "redislock-linear", "redislock-exp"} {
 		r := x.get("cycle", name, "redis")
 		if r == nil || r.OpsPerS <= 0 {
 			return 0, 0
 		}
-		if lo == 0 || r.OpsPerS < lo {
-			lo = r.OpsPerS
-		}
-		hi = max(hi, r.OpsPerS)
+		ops = append(ops, r.OpsPerS)
 	}
-	return lo, hi
+	return slices.Min(ops), slices.Max(ops)
 }
 
 // fifoIdeal is a contention result's FIFO ideal wait in ms: (N−1) ×
@@ -333,8 +332,8 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 			}
 		}
 		p10 := "–"
-		if v := counterF(&r, "p10_ms"); v > 0 {
-			p10 = f3(v)
+		if q := counterF(&r, "p10_ms"); q > 0 {
+			p10 = f3(q)
 		}
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Store, f1(r.OpsPerS), p10, fp(r.P50Ms), fp(r.P99Ms), fp(r.MaxMs), reqPerOp(r), a, c)
 	}
