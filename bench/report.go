@@ -342,14 +342,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		spread = fmt.Sprintf(": %s to %s cycles/s in this run", f1(lo), f1(hi))
 	}
 	w("\n*p10* is the 10th percentile of a cycle's latency. On this machine the cycle time has two modes: tens of µs when client and server stay on their cores, about a hundred µs more when one of them must wake an idle core; cycles/s follows the share of fast cycles, which the machine decides and which varies between runs more than the systems differ (see the three redislock strategies, which do the same work uncontended%s). The fast cycles, p10, show each system's own cost.\n", spread)
-	if rf, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "leasekit", "redis"); rf != nil && lk != nil && rl != nil && raw != nil {
-		w("\n**What a fence costs on Redis, in this run.** `raw-fenced` is the least a lock that issues a fence can do: one Lua script that runs SET NX PX and, if it took the key, INCR of a fence counter; the same compare-and-delete as raw. It reaches %s redislock and %s raw (p10 %s against redislock's %s and raw's %s ms): redislock's Obtain is a script too (its SET NX PX runs in Lua), so the fence's counter is what raw-fenced adds to it. leasekit reaches %s raw-fenced (p10 %s ms); its acquire also checks the FIFO queue, reads the server clock (the fence is at least the server's time in µs, so it keeps growing if the counter is lost or rolled back) and stores the holder, and its release announces the key to waiters: see the server's time in commands in §2's server cost table.\n",
-			ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), f3(counterF(rf, "p10_ms")), f3(counterF(rl, "p10_ms")), f3(counterF(raw, "p10_ms")), ratio(lk.OpsPerS, rf.OpsPerS), f3(counterF(lk, "p10_ms")))
-		if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
-			w("\n`raw-fenced-multi` takes its fence without a script, in a transaction (MULTI, SET NX PX, INCR of the counter, EXEC: one round trip; the counter then grows on failed attempts too, which a fence allows). It reaches %s raw and %s raw-fenced (p10 %s ms).\n",
-				ratio(mt.OpsPerS, raw.OpsPerS), ratio(mt.OpsPerS, rf.OpsPerS), f3(counterF(mt, "p10_ms")))
-		}
-	}
+	fenceLadder(w, x)
 	img("cycle.png")
 
 	// 2. contention
@@ -576,6 +569,42 @@ const reportNotes = `## Reading the results
   7.3% with RenewMany (heartbeat scenario alone, 20 s windows, same machine, one after the other).
 `
 
+// fenceSteps are the Redis systems of §1 from the raw floor to leasekit,
+// each adding one thing to the one before, and what it adds.
+var fenceSteps = []struct{ system, adds string }{
+	{"raw", "the floor: SET NX PX, and a Lua compare-and-delete"},
+	{"raw-fenced-pipe", "a fence counter: INCR pipelined with the SET (one round trip, not atomic: not yet a safe fence)"},
+	{"raw-fenced-multi", "the INCR made atomic with the SET by a transaction (MULTI … EXEC)"},
+	{"raw-fenced", "the INCR made atomic with the SET by a Lua script, as redislock's Obtain is a script"},
+	{"leasekit", "the FIFO queue check (acquire and release), the server clock as the fence's floor, the holder's name, the release's announcement"},
+}
+
+// fenceLadder writes §1's table of what each step from the raw floor to
+// leasekit costs on Redis in this run: cycles/s against raw, the fast
+// cycles (p10) and the server's time in commands.
+func fenceLadder(w func(string, ...any), x index) {
+	raw := x.get("cycle", "raw", "redis")
+	if raw == nil {
+		return
+	}
+	w("\n**What a fence costs on Redis, in this run.** Each row adds one thing to the row before it; *in commands* is the server's time in the commands the system's clients sent, per cycle (`INFO commandstats`, §2's server cost table), which the machine's wake-ups do not blur.\n\n")
+	w("| system | adds | cycles/s | vs raw | p10 ms | in commands µs | commands / cycle |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, st := range fenceSteps {
+		r := x.get("cycle", st.system, "redis")
+		if r == nil {
+			continue
+		}
+		us, n := "–", "–"
+		if v := counterF(r, "redis_command_us_per_op"); v > 0 {
+			us = f1(v)
+		}
+		if v := counterF(r, "redis_commands_per_op"); v > 0 {
+			n = f1(v)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s |\n", st.system, st.adds, f1(r.OpsPerS), ratio(r.OpsPerS, raw.OpsPerS), f3(counterF(r, "p10_ms")), us, n)
+	}
+}
+
 // missedWhy lists, once per kind, why the targets missed in this run are
 // missed: what the design costs there, or the store's physical floor, with
 // the figures of this run where they tell it.
@@ -591,13 +620,17 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 		case strings.HasPrefix(vd.target, "(1)"):
 			key = "cycle"
 			rf, rl, raw, lk := x.get("cycle", "raw-fenced", "redis"), x.get("cycle", "redislock-noretry", "redis"), x.get("cycle", "raw", "redis"), x.get("cycle", "leasekit", "redis")
-			why = "**(1) Redis cycles/s**: redislock's Obtain and Release are one Lua script each (SET NX PX; GET and DEL), and a lock that issues a fence adds at least a counter write"
+			why = "**(1) Redis cycles/s**: redislock's Obtain and Release are one Lua script each (SET NX PX; GET and DEL), and a lock that issues a fence adds at least a counter write, atomic with the SET"
 			if rf != nil && rl != nil && raw != nil && lk != nil {
-				why += fmt.Sprintf("; raw-fenced, the least such a lock can do, reached %s redislock and %s raw in this run, and leasekit %s raw-fenced (§1)",
-					ratio(rf.OpsPerS, rl.OpsPerS), ratio(rf.OpsPerS, raw.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
-				if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
-					why += fmt.Sprintf("; a transaction in place of the script (raw-fenced-multi: MULTI, SET NX PX, INCR, EXEC) reached %s raw", ratio(mt.OpsPerS, raw.OpsPerS))
+				why += " (§1's table splits the way from raw to leasekit in this run:"
+				if pp := x.get("cycle", "raw-fenced-pipe", "redis"); pp != nil {
+					why += fmt.Sprintf(" the counter alone, pipelined, %s raw;", ratio(pp.OpsPerS, raw.OpsPerS))
 				}
+				if mt := x.get("cycle", "raw-fenced-multi", "redis"); mt != nil {
+					why += fmt.Sprintf(" made atomic by a transaction, %s;", ratio(mt.OpsPerS, raw.OpsPerS))
+				}
+				why += fmt.Sprintf(" by a script (raw-fenced, the least a safe fenced lock does), %s raw and %s redislock; leasekit %s raw-fenced)",
+					ratio(rf.OpsPerS, raw.OpsPerS), ratio(rf.OpsPerS, rl.OpsPerS), ratio(lk.OpsPerS, rf.OpsPerS))
 				why += fmt.Sprintf(". Cycles/s mostly measure how often this machine keeps both processes on their cores (p10 against p50 in §1); the fast cycles show the cost: p10 %s ms for leasekit, %s for redislock, %s for raw-fenced",
 					f3(counterF(lk, "p10_ms")), f3(counterF(rl, "p10_ms")), f3(counterF(rf, "p10_ms")))
 				ul, ur, uf := counterF(lk, "redis_command_us_per_op"), counterF(rl, "redis_command_us_per_op"), counterF(rf, "redis_command_us_per_op")

@@ -39,3 +39,34 @@ func TestRotated(t *testing.T) {
 		t.Errorf("empty: %v", got)
 	}
 }
+
+func TestFenceLadderInOrderAgainstRaw(t *testing.T) {
+	cyc := func(sys string, ops, us, n float64) Result {
+		return Result{Scenario: "cycle", System: sys, Store: "redis", OpsPerS: ops,
+			Counters: map[string]any{"p10_ms": 0.02, "redis_command_us_per_op": us, "redis_commands_per_op": n}}
+	}
+	// Out of report order, one step missing (raw-fenced-multi): the table
+	// keeps the ladder's order and leaves the missing step out.
+	x := index{cyc("leasekit", 800, 11.5, 10), cyc("raw-fenced-pipe", 1000, 4.2, 5), cyc("raw", 1000, 3.5, 4), cyc("raw-fenced", 900, 6.4, 6)}
+	var out strings.Builder
+	fenceLadder(func(format string, a ...any) { fmt.Fprintf(&out, format, a...) }, x)
+	got := out.String()
+	var rows []string
+	for _, line := range strings.Split(got, "\n") {
+		if f := strings.Split(line, " | "); len(f) > 3 && strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| system") {
+			rows = append(rows, strings.TrimPrefix(f[0], "| ")+" "+f[3])
+		}
+	}
+	want := []string{"raw 1.00×", "raw-fenced-pipe 1.00×", "raw-fenced 0.90×", "leasekit 0.80×"}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("rows %q, want %q in:\n%s", rows, want, got)
+	}
+	if !strings.Contains(got, "| 11.5 | 10.0 |") {
+		t.Errorf("leasekit's server time and commands missing:\n%s", got)
+	}
+	out.Reset()
+	fenceLadder(func(format string, a ...any) { fmt.Fprintf(&out, format, a...) }, index{cyc("leasekit", 800, 11.5, 10)})
+	if out.Len() != 0 {
+		t.Errorf("without raw the ladder has no base, but wrote:\n%s", out.String())
+	}
+}

@@ -80,11 +80,15 @@ func allSystems() []System {
 			}},
 		{Name: "raw-fenced", Store: "redis", Note: "the least a fenced lock costs: one Lua script (SET NX PX, then INCR of a fence key) + Lua compare-and-delete; cycle only",
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
-				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced/redis")), key: key, ttl: ttl, fenced: true}, nil
+				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced/redis")), key: key, ttl: ttl, fence: fenceScript}, nil
 			}},
 		{Name: "raw-fenced-multi", Store: "redis", Note: "a fence without a script: MULTI, SET NX PX, INCR of a fence key, EXEC (the counter grows on failed attempts too) + Lua compare-and-delete; cycle only",
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
-				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced-multi/redis")), key: key, ttl: ttl, fenced: true, multi: true}, nil
+				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced-multi/redis")), key: key, ttl: ttl, fence: fenceMulti}, nil
+			}},
+		{Name: "raw-fenced-pipe", Store: "redis", Note: "what the fence's counter alone costs, not atomic (so not a safe fence: other clients' commands may run between the two): a pipeline of SET NX PX and INCR of a fence key + Lua compare-and-delete; cycle only",
+			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
+				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw-fenced-pipe/redis")), key: key, ttl: ttl, fence: fencePipe}, nil
 			}},
 		rl("redislock-noretry", "bsm/redislock v0.9.4, NoRetry (cycle only: it cannot wait)",
 			redislock.NoRetry, false),
@@ -288,33 +292,52 @@ const rawFencedLock = `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2
 
 var rawFencedLockScript = redis.NewScript(rawFencedLock)
 
-// rawLocker is the raw floor: SET NX PX (or, fenced, rawFencedLock, or with
-// multi a MULTI of SET NX PX and INCR) and a compare-and-delete, polling
-// every 10 ms.
+// rawFence is how a rawLocker takes its fence, if it takes one.
+type rawFence int
+
+const (
+	fenceNone   rawFence = iota // SET NX PX alone: the raw floor
+	fenceScript                 // rawFencedLock
+	fenceMulti                  // MULTI, SET NX PX, INCR, EXEC
+	fencePipe                   // SET NX PX and INCR pipelined, not atomic
+)
+
+// rawLocker is the raw floor: SET NX PX (or, fenced, SET NX PX with an INCR
+// of a fence counter: see rawFence) and a compare-and-delete, polling every
+// 10 ms.
 type rawLocker struct {
-	rdb    *redis.Client
-	key    string
-	ttl    time.Duration
-	fenced bool // the key and its counter share a hash tag
-	multi  bool // fenced by a transaction, not a script
+	rdb   *redis.Client
+	key   string
+	ttl   time.Duration
+	fence rawFence // fenced: the key and its counter share a hash tag
+}
+
+// rawKeys names each rawFence's lease key prefix.
+var rawKeys = [...]string{
+	fenceNone:   "bench:raw:",
+	fenceScript: "bench:raw-fenced:",
+	fenceMulti:  "bench:raw-fenced-multi:",
+	fencePipe:   "bench:raw-fenced-pipe:",
 }
 
 func (r *rawLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
 	token := randToken()
-	key := "bench:raw:" + r.key
-	switch {
-	case r.multi:
-		key = "bench:raw-fenced-multi:{" + r.key + "}"
-	case r.fenced:
-		key = "bench:raw-fenced:{" + r.key + "}"
+	key := rawKeys[r.fence] + r.key
+	if r.fence != fenceNone {
+		key = rawKeys[r.fence] + "{" + r.key + "}"
 	}
 	for {
 		var ok bool
 		var err error
-		if r.multi {
+		switch r.fence {
+		case fenceMulti, fencePipe:
 			var set *redis.BoolCmd
 			var incr *redis.IntCmd
-			_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			pipelined := r.rdb.TxPipelined
+			if r.fence == fencePipe {
+				pipelined = r.rdb.Pipelined
+			}
+			_, err = pipelined(ctx, func(p redis.Pipeliner) error {
 				set = p.SetNX(ctx, key, token, r.ttl)
 				incr = p.Incr(ctx, key+":fence")
 				return nil
@@ -322,11 +345,11 @@ func (r *rawLocker) Lock(ctx context.Context) (func(context.Context) error, erro
 			// A failed attempt increments the counter too: fences still
 			// grow from one holder to the next.
 			ok = err == nil && set.Val() && incr.Val() > 0
-		} else if r.fenced {
+		case fenceScript:
 			var fence int64
 			fence, err = rawFencedLockScript.Run(ctx, r.rdb, []string{key, key + ":fence"}, token, r.ttl.Milliseconds()).Int64()
 			ok = fence > 0
-		} else {
+		default:
 			ok, err = r.rdb.SetNX(ctx, key, token, r.ttl).Result()
 		}
 		if err != nil {
