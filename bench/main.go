@@ -2,7 +2,7 @@
 // libraries users would pick instead, in one run, and writes
 // BENCHMARKS.md, PNG plots and bench/results.json. From the repository root:
 //
-//	./scripts/test --no-install --exec bash -c 'cd bench && go run . -private-redis -out ../docs'
+//	LEASE_TEST_DURABLE=1 ./scripts/test --no-install --exec bash -c 'cd bench && go run . -private-redis -out ../docs'
 //
 // (scripts/test starts the servers and runs the command from the root.)
 // Servers come from LEASE_TEST_REDIS_ADDR, LEASE_TEST_POSTGRES_DSN,
@@ -366,8 +366,13 @@ type Meta struct {
 	Commit                   string // the library's git commit, "+dirty" with uncommitted changes
 	Cores                    int
 	Quick, PrivateRedis      bool
-	Duration                 time.Duration
-	Plan                     Plan
+	// EtcdFsync and ZKForceSync say whether the private etcd and ZooKeeper
+	// fsync their writes ("yes"/"no", from scripts/test's
+	// LEASE_TEST_ETCD_FSYNC and LEASE_TEST_ZK_FORCESYNC; "" when unknown:
+	// servers given by their address).
+	EtcdFsync, ZKForceSync string
+	Duration               time.Duration
+	Plan                   Plan
 }
 
 func runMeta(start time.Time, quick bool, plan Plan) Meta {
@@ -389,5 +394,6 @@ func runMeta(start time.Time, quick bool, plan Plan) Meta {
 	}
 	return Meta{Date: start.UTC().Format("2006-01-02 15:04 MST"), GoVersion: runtime.Version(), Commit: commit,
 		OS: runtime.GOOS + "/" + runtime.GOARCH, CPU: cpu, Cores: runtime.NumCPU(), Quick: quick,
-		Duration: time.Since(start), Plan: plan}
+		Duration: time.Since(start), Plan: plan,
+		EtcdFsync: os.Getenv("LEASE_TEST_ETCD_FSYNC"), ZKForceSync: os.Getenv("LEASE_TEST_ZK_FORCESYNC")}
 }

@@ -10,6 +10,12 @@
 #               pair) with data in $LEASE_TMP; stopped on exit.
 #   ZooKeeper   always a private standalone server (21810 or the next free port),
 #               tickTime=500, a fixed 256 MiB heap, data in $LEASE_TMP; stopped on exit.
+#   Durability  etcd and ZooKeeper skip their fsyncs (throwaway data; an fsync per write
+#               on a noisy CI disk makes timing flaky: ZooKeeper forceSync=no, etcd
+#               --unsafe-no-fsync where the build has it; etcd 3.4 has not) unless
+#               LEASE_TEST_DURABLE=1 (the benchmark: servers as deployed). What was
+#               used is exported as LEASE_TEST_ZK_FORCESYNC and LEASE_TEST_ETCD_FSYNC
+#               (yes/no; unset for a server given by its variable).
 # Sourced by scripts/test, which sets LEASE_TMP (temp dir) and LEASE_LOG_DIR.
 
 # ---------------------------------------------------------------- Redis
@@ -141,7 +147,7 @@ start_etcd() {
 		client=$(free_port $((23790 + (attempt - 1) * 100))) || die "etcd: no free client port"
 		peer=$(free_port $((client + 10))) || die "etcd: no free peer port"
 		dir=$LEASE_TMP/etcd-$attempt
-		log "etcd: starting $LEASE_TEST_ETCD_BIN on 127.0.0.1:$client (peer $peer, data $dir)"
+		log "etcd: starting $LEASE_TEST_ETCD_BIN on 127.0.0.1:$client (peer $peer, fsync $LEASE_TEST_ETCD_FSYNC, data $dir)"
 		# --unsafe-no-fsync: throwaway data, and fsync on a noisy CI disk makes timing flaky.
 		"$LEASE_TEST_ETCD_BIN" \
 			--name leasetest --data-dir "$dir" \
@@ -157,7 +163,7 @@ start_etcd() {
 		rc=0
 		LEASE_WAIT_PID=$pid wait_until 30 "etcd /health on 127.0.0.1:$client" etcd_health 127.0.0.1 "$client" || rc=$?
 		if ((rc == 0)); then
-			export LEASE_TEST_ETCD_ENDPOINTS=127.0.0.1:$client
+			export LEASE_TEST_ETCD_ENDPOINTS=127.0.0.1:$client LEASE_TEST_ETCD_FSYNC
 			log "etcd: healthy on 127.0.0.1:$client (pid $pid)"
 			return 0
 		fi
@@ -171,12 +177,23 @@ start_etcd() {
 	die "etcd: could not find free ports"
 }
 
-# ETCD_EXTRA_FLAGS: flags that this etcd build supports (checked once).
+# ETCD_EXTRA_FLAGS: flags that this etcd build supports (checked once), and
+# LEASE_TEST_ETCD_FSYNC: whether the private etcd fsyncs.
 etcd_flags() {
 	ETCD_EXTRA_FLAGS=()
-	if "$LEASE_TEST_ETCD_BIN" --help 2>&1 | grep -q -- '--unsafe-no-fsync'; then
+	LEASE_TEST_ETCD_FSYNC=yes
+	if [[ $LEASE_TEST_DURABLE != 1 ]] && "$LEASE_TEST_ETCD_BIN" --help 2>&1 | grep -q -- '--unsafe-no-fsync'; then
 		ETCD_EXTRA_FLAGS+=(--unsafe-no-fsync)
+		LEASE_TEST_ETCD_FSYNC=no
 	fi
+}
+
+# durability: checks LEASE_TEST_DURABLE (0 or 1, default 0).
+durability() {
+	case ${LEASE_TEST_DURABLE:=0} in
+	0 | 1) export LEASE_TEST_DURABLE ;;
+	*) die "LEASE_TEST_DURABLE=$LEASE_TEST_DURABLE: want 0 or 1" ;;
+	esac
 }
 
 # ---------------------------------------------------------------- ZooKeeper
@@ -224,6 +241,8 @@ start_zookeeper() {
 	cp=$(zk_classpath slf4j-simple 2>/dev/null) || cp=$LEASE_TEST_ZK_CLASSPATH
 	local attempt port dir cfg logf pid rc
 	logf=$LEASE_LOG_DIR/zookeeper.log
+	local sync=no
+	[[ $LEASE_TEST_DURABLE == 1 ]] && sync=yes
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port $((21810 + (attempt - 1) * 100))) || die "zookeeper: no free port"
 		dir=$LEASE_TMP/zk-$attempt
@@ -239,11 +258,11 @@ clientPortAddress=127.0.0.1
 maxClientCnxns=0
 minSessionTimeout=1000
 maxSessionTimeout=60000
-forceSync=no
+forceSync=$sync
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr
 EOF
-		log "zookeeper: starting on 127.0.0.1:$port (tickTime=500, data $dir)"
+		log "zookeeper: starting on 127.0.0.1:$port (tickTime=500, forceSync=$sync, data $dir)"
 		# A fixed heap (ZooKeeper's own advice) with a small young generation:
 		# young collections stay at 1-2 ms, and the old generation never fills
 		# in a run. With -Xms32m it filled every ~30 s of contention and a
@@ -259,7 +278,7 @@ EOF
 		rc=0
 		LEASE_WAIT_PID=$pid wait_until 60 "zookeeper imok on 127.0.0.1:$port" zk_ruok 127.0.0.1 "$port" || rc=$?
 		if ((rc == 0)); then
-			export LEASE_TEST_ZK_SERVERS=127.0.0.1:$port
+			export LEASE_TEST_ZK_SERVERS=127.0.0.1:$port LEASE_TEST_ZK_FORCESYNC=$sync
 			log "zookeeper: imok on 127.0.0.1:$port (pid $pid)"
 			return 0
 		fi
@@ -278,6 +297,7 @@ start_servers() {
 	start_redis
 	start_postgres
 	export LEASE_TEST_ETCD_BIN=${LEASE_TEST_ETCD_BIN:-$(command -v etcd)}
+	durability
 	etcd_flags
 	start_etcd
 	start_zookeeper
