@@ -80,7 +80,12 @@ func FuzzRedact(f *testing.F) {
 		// Against the password-less URL redacted too: Redact re-escapes
 		// the parts it keeps (a fragment "pa s" comes out as "pa%20s"),
 		// which must not count as showing a password of the same text.
-		if leaks(out, pw, withoutPW, leaseurl.Redact(withoutPW)) {
+		// And against the URL whose password is the mask itself, redacted:
+		// a password that is part of the mask ("xxxx") shows in the mask
+		// without leaking, while one that only overlaps it ("axxxxx") does
+		// not appear there.
+		withMask, _ := fuzzURL(scheme, user, leaseurl.Redacted, host, path, query, escaped)
+		if leaks(out, pw, withoutPW, leaseurl.Redact(withoutPW), leaseurl.Redact(withMask)) {
 			t.Fatalf("Redact(%q) = %q shows the password %q", withPW, out, pw)
 		}
 		for _, p := range []string{"password", "sslpassword", "sentinel_password"} {
