@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,16 +25,20 @@ func runFailover(ctx context.Context, env *Env, sys System, trials int) Result {
 	ttl := max(failoverTTL, sys.MinTTL)
 	r.TTLMs = ms(ttl)
 	var fo, kill []time.Duration
+	var fromCall time.Duration // the least time from the holder's Lock call
 	var lastErr error
 	for i := 0; i < trials && ctx.Err() == nil; i++ {
-		d, k, err := failoverTrial(ctx, env, sys, fmt.Sprintf("failover-%s-%s-%d", sys.Name, sys.Store, i), ttl)
+		t, err := failoverTrial(ctx, env, sys, fmt.Sprintf("failover-%s-%s-%d", sys.Name, sys.Store, i), ttl)
 		if err != nil {
 			r.Errors++
 			lastErr = err
 			continue
 		}
-		fo = append(fo, d)
-		kill = append(kill, k)
+		fo = append(fo, t.fromHeld)
+		kill = append(kill, t.fromKill)
+		if len(fo) == 1 || t.fromCall < fromCall {
+			fromCall = t.fromCall
+		}
 	}
 	if len(fo) == 0 {
 		r.Skipped = fmt.Sprintf("no successful trial: %v", lastErr)
@@ -47,31 +50,38 @@ func runFailover(ctx context.Context, env *Env, sys System, trials int) Result {
 	r.Samples = len(fo)
 	r.P50Ms, r.P99Ms, r.MaxMs = summary(fo)
 	kp50, _, _ := summary(kill)
-	r.Counters = map[string]any{"kill_to_next_holder_p50_ms": *kp50}
+	r.Counters = map[string]any{"kill_to_next_holder_p50_ms": *kp50, "from_lock_call_min_ms": ms(fromCall)}
 	if lastErr != nil {
 		r.Counters["last_error"] = lastErr.Error()
 	}
 	return r
 }
 
-// failoverTrial runs one trial and returns the fail-over time (from the
-// holder's acquisition) and the time from the SIGKILL to the next holder.
-func failoverTrial(ctx context.Context, env *Env, sys System, key string, ttl time.Duration) (time.Duration, time.Duration, error) {
+// trial is one fail-over trial's figures: the time to the waiter's
+// acquisition from the holder's (when its Lock returned: the report's
+// fail-over), from the holder's Lock call (the lease cannot have been
+// written before it, so a correct lock never gives less than the TTL here,
+// while from the return it may, by the time the holder took to return after
+// its write), and from the SIGKILL.
+type trial struct{ fromHeld, fromCall, fromKill time.Duration }
+
+// failoverTrial runs one trial.
+func failoverTrial(ctx context.Context, env *Env, sys System, key string, ttl time.Duration) (trial, error) {
 	tctx, cancel := context.WithTimeout(ctx, ttl+30*time.Second)
 	defer cancel()
 	exe, err := os.Executable()
 	if err != nil {
-		return 0, 0, err
+		return trial{}, err
 	}
 	args := append([]string{"-failover-child", "-system=" + sys.Key(), "-key=" + key, "-ttl=" + ttl.String()}, env.childArgs()...)
 	cmd := exec.CommandContext(tctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, 0, err
+		return trial{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return trial{}, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
@@ -86,24 +96,24 @@ func failoverTrial(ctx context.Context, env *Env, sys System, key string, ttl ti
 		}
 		close(line)
 	}()
-	var held time.Time
+	var called, held time.Time
 	select {
 	case l, ok := <-line:
 		if !ok {
-			return 0, 0, fmt.Errorf("worker exited without holding the key")
+			return trial{}, fmt.Errorf("worker exited without holding the key")
 		}
-		ns, err := strconv.ParseInt(strings.TrimPrefix(l, "HELD "), 10, 64)
-		if err != nil {
-			return 0, 0, err
+		var cns, hns int64
+		if _, err := fmt.Sscanf(l, "HELD %d %d", &cns, &hns); err != nil {
+			return trial{}, fmt.Errorf("worker said %q: %w", l, err)
 		}
-		held = time.Unix(0, ns)
+		called, held = time.Unix(0, cns), time.Unix(0, hns)
 	case <-time.After(25 * time.Second):
-		return 0, 0, fmt.Errorf("worker did not hold the key within 25s")
+		return trial{}, fmt.Errorf("worker did not hold the key within 25s")
 	}
 
 	w, err := sys.New(tctx, env, key, ttl)
 	if err != nil {
-		return 0, 0, fmt.Errorf("waiter: %w", err)
+		return trial{}, fmt.Errorf("waiter: %w", err)
 	}
 	defer func() { _ = w.Close() }()
 	type res struct {
@@ -121,19 +131,19 @@ func failoverTrial(ctx context.Context, env *Env, sys System, key string, ttl ti
 	time.Sleep(150 * time.Millisecond)
 	killed := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return 0, 0, err
+		return trial{}, err
 	}
 	g := <-got
 	if g.err != nil {
-		return 0, 0, fmt.Errorf("waiter: %w", g.err)
+		return trial{}, fmt.Errorf("waiter: %w", g.err)
 	}
 	uctx, ucancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = g.unlock(uctx)
 	ucancel()
 	if g.at.Sub(killed) < 0 {
-		return 0, 0, fmt.Errorf("waiter acquired before the holder was killed")
+		return trial{}, fmt.Errorf("waiter acquired before the holder was killed")
 	}
-	return g.at.Sub(held), g.at.Sub(killed), nil
+	return trial{fromHeld: g.at.Sub(held), fromCall: g.at.Sub(called), fromKill: g.at.Sub(killed)}, nil
 }
 
 // failoverChild is the worker process: acquire, report, hold until killed
@@ -151,11 +161,12 @@ func failoverChild(env *Env, sysKey, key string, ttl time.Duration) int {
 		fmt.Fprintf(os.Stderr, "failover worker %s: %v\n", sysKey, err)
 		return 1
 	}
+	called := time.Now()
 	if _, err := l.Lock(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "failover worker %s: lock: %v\n", sysKey, err)
 		return 1
 	}
-	fmt.Printf("HELD %d\n", time.Now().UnixNano())
+	fmt.Printf("HELD %d %d\n", called.UnixNano(), time.Now().UnixNano())
 	<-ctx.Done()
 	return 0
 }
