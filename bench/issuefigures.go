@@ -22,9 +22,18 @@ type issueFigure struct {
 	differs  string // which setting of this harness differs, if one does
 }
 
-func ops(r *Result) (float64, bool) { return r.OpsPerS, r.OpsPerS > 0 }
+// The figures issueFigures read: a result's value, and whether it has one.
+var (
+	ops        = func(r *Result) (float64, bool) { return r.OpsPerS, r.OpsPerS > 0 }
+	handoffP50 = field(func(r *Result) *float64 { return r.HandoffOtherP50Ms })
+	retake     = field(func(r *Result) *float64 { return r.RetakePct })
+	waitP99    = field(func(r *Result) *float64 { return r.WaitP99Ms })
+	waitMax    = field(func(r *Result) *float64 { return r.WaitMaxMs })
+	p50        = field(func(r *Result) *float64 { return r.P50Ms })
+)
 
-func ptr(get func(r *Result) *float64) func(r *Result) (float64, bool) {
+// field reads an optional figure of a result.
+func field(get func(r *Result) *float64) func(r *Result) (float64, bool) {
 	return func(r *Result) (float64, bool) {
 		if p := get(r); p != nil {
 			return *p, true
@@ -43,20 +52,20 @@ var issueFigures = []issueFigure{
 	{"cycle", []string{"redsync"}, "redis", "uncontended cycles/s", "~7,000", ops, "/s", ""},
 	{"cycle", []string{"etcd-mutex"}, "etcd", "uncontended cycles/s", "~600", ops, "/s", "fsync"},
 	{"cycle", []string{"zk-lock"}, "zookeeper", "uncontended cycles/s", "~430", ops, "/s", "fsync"},
-	{"contention", redisPollers, "redis", "16 workers: hand-off p50", "~0.3 ms", ptr(func(r *Result) *float64 { return r.HandoffOtherP50Ms }), " ms", ""},
+	{"contention", redisPollers, "redis", "16 workers: hand-off p50", "~0.3 ms", handoffP50, " ms", ""},
 	{"contention", redisPollers, "redis", "16 workers: acquisitions/s", "~650", ops, "/s", "hold"},
-	{"contention", redisPollers, "redis", "16 workers: re-take by the releaser", "82–98%", ptr(func(r *Result) *float64 { return r.RetakePct }), "%", ""},
-	{"contention", redisPollers, "redis", "16 workers: wait p99", "~500–670 ms", ptr(func(r *Result) *float64 { return r.WaitP99Ms }), " ms", ""},
-	{"contention", redisPollers, "redis", "16 workers: wait max", "5–7 s", ptr(func(r *Result) *float64 { return r.WaitMaxMs }), " ms", "rounds"},
-	{"contention", []string{"etcd-mutex"}, "etcd", "16 workers: hand-off p50", "~4 ms", ptr(func(r *Result) *float64 { return r.HandoffOtherP50Ms }), " ms", "fsync"},
+	{"contention", redisPollers, "redis", "16 workers: re-take by the releaser", "82–98%", retake, "%", ""},
+	{"contention", redisPollers, "redis", "16 workers: wait p99", "~500–670 ms", waitP99, " ms", ""},
+	{"contention", redisPollers, "redis", "16 workers: wait max", "5–7 s", waitMax, " ms", "rounds"},
+	{"contention", []string{"etcd-mutex"}, "etcd", "16 workers: hand-off p50", "~4 ms", handoffP50, " ms", "fsync"},
 	{"contention", []string{"etcd-mutex"}, "etcd", "16 workers: acquisitions/s", "~155", ops, "/s", "hold"},
-	{"contention", []string{"zk-lock"}, "zookeeper", "16 workers: hand-off p50", "~2–3 ms", ptr(func(r *Result) *float64 { return r.HandoffOtherP50Ms }), " ms", "fsync"},
+	{"contention", []string{"zk-lock"}, "zookeeper", "16 workers: hand-off p50", "~2–3 ms", handoffP50, " ms", "fsync"},
 	{"contention", []string{"zk-lock"}, "zookeeper", "16 workers: acquisitions/s", "~220–260", ops, "/s", "hold"},
-	{"failover", []string{"raw"}, "redis", "fail-over p50, TTL 2 s", "~2006 ms", ptr(func(r *Result) *float64 { return r.P50Ms }), " ms", ""},
-	{"failover", []string{"redislock-linear", "redislock-exp"}, "redis", "fail-over p50, TTL 2 s", "2040–2290 ms", ptr(func(r *Result) *float64 { return r.P50Ms }), " ms", ""},
-	{"failover", []string{"redsync"}, "redis", "fail-over p50, TTL 2 s", "~2040–2070 ms", ptr(func(r *Result) *float64 { return r.P50Ms }), " ms", ""},
-	{"failover", []string{"etcd-mutex"}, "etcd", "fail-over p50, TTL 2 s", "~2190 ms", ptr(func(r *Result) *float64 { return r.P50Ms }), " ms", "expiry"},
-	{"failover", []string{"zk-lock"}, "zookeeper", "fail-over p50, TTL 2 s", "~2160–2185 ms", ptr(func(r *Result) *float64 { return r.P50Ms }), " ms", "tick"},
+	{"failover", []string{"raw"}, "redis", "fail-over p50, TTL 2 s", "~2006 ms", p50, " ms", ""},
+	{"failover", []string{"redislock-linear", "redislock-exp"}, "redis", "fail-over p50, TTL 2 s", "2040–2290 ms", p50, " ms", ""},
+	{"failover", []string{"redsync"}, "redis", "fail-over p50, TTL 2 s", "~2040–2070 ms", p50, " ms", ""},
+	{"failover", []string{"etcd-mutex"}, "etcd", "fail-over p50, TTL 2 s", "~2190 ms", p50, " ms", "expiry"},
+	{"failover", []string{"zk-lock"}, "zookeeper", "fail-over p50, TTL 2 s", "~2160–2185 ms", p50, " ms", "tick"},
 }
 
 // issueDiffers explains each setting of this harness that differs from the
@@ -64,7 +73,7 @@ var issueFigures = []issueFigure{
 func issueDiffers(m Meta) map[string]string {
 	fsync := "both stores fsynced every write in this run, as deployed"
 	if m.EtcdFsync != "yes" || m.ZKForceSync != "yes" {
-		fsync = fmt.Sprintf("in this run etcd fsync: %s, ZooKeeper forceSync: %s; a write that skips its fsync is several times faster, so without LEASE_TEST_DURABLE=1 these figures are not comparable", orUnknown(m.EtcdFsync), orUnknown(m.ZKForceSync))
+		fsync = fmt.Sprintf("in this run etcd had %s; ZooKeeper %s. A write that skips its fsync is several times faster, so these figures are not comparable", syncSetting("fsync", m.EtcdFsync), syncSetting("forceSync", m.ZKForceSync))
 	}
 	return map[string]string{
 		"fsync":  "every write waits for the server's disk, which differs from machine to machine; " + fsync,
@@ -73,13 +82,6 @@ func issueDiffers(m Meta) map[string]string {
 		"expiry": "etcd expires leases on its lessor's checks, about every 500 ms, so fail-over is the TTL plus up to about 500 ms by the phase of those checks, alike for leasekit and etcd-mutex in one run (§3; the first measurement's phase is not known)",
 		"tick":   "ZooKeeper expires sessions at tickTime boundaries: TTL + up to one tick (500 ms here; the first measurement's tick is not known)",
 	}
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown (a server given by its address)"
-	}
-	return s
 }
 
 // peersVsIssue writes the section that sets the issue's first measurement

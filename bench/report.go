@@ -270,7 +270,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	if m.PrivateRedis {
 		redisWhere = "a private redis-server started by the benchmark"
 	}
-	w("Servers: Redis 7 (%s), PostgreSQL 15 (system service, shared test database), etcd (%s) and ZooKeeper (%s; tickTime 500 ms, a fixed 256 MiB JVM heap with a 12 MiB young generation, so that no full collection stalls a run) private to the run, all on 127.0.0.1; read from `LEASE_TEST_REDIS_ADDR`, `LEASE_TEST_POSTGRES_DSN`, `LEASE_TEST_ETCD_ENDPOINTS`, `LEASE_TEST_ZK_SERVERS` (`scripts/test --exec` sets them; a store whose variable is unset is skipped and listed below). The heartbeat scenario on Redis uses its own private `redis-server` on a free loopback port.\n\n", redisWhere, etcdSync(m.EtcdFsync), zkSync(m.ZKForceSync))
+	w("Servers: Redis 7 (%s), PostgreSQL 15 (system service, shared test database), etcd (%s) and ZooKeeper (%s; tickTime 500 ms, a fixed 256 MiB JVM heap with a 12 MiB young generation, so that no full collection stalls a run) private to the run, all on 127.0.0.1; read from `LEASE_TEST_REDIS_ADDR`, `LEASE_TEST_POSTGRES_DSN`, `LEASE_TEST_ETCD_ENDPOINTS`, `LEASE_TEST_ZK_SERVERS` (`scripts/test --exec` sets them; a store whose variable is unset is skipped and listed below). The heartbeat scenario on Redis uses its own private `redis-server` on a free loopback port.\n\n", redisWhere, syncSetting("fsync", m.EtcdFsync), syncSetting("forceSync", m.ZKForceSync))
 	for _, n := range notes {
 		w("- Note: %s\n", n)
 	}
@@ -570,28 +570,19 @@ const reportNotes = `## Reading the results
   7.3% with RenewMany (heartbeat scenario alone, 20 s windows, same machine, one after the other).
 `
 
-// etcdSync and zkSync describe whether the servers fsynced their writes:
-// with scripts/test's LEASE_TEST_DURABLE=1 both do, as deployed; without it
-// they skip it (tests' setting), which makes every write of theirs several
-// times faster than the issue's first measurement saw.
-func etcdSync(v string) string {
+// syncSetting describes whether a server fsynced its writes (v: "yes",
+// "no" or "" for unknown), setting naming how it was told to: with
+// scripts/test's LEASE_TEST_DURABLE=1 etcd and ZooKeeper both do, as
+// deployed; without it they skip it (the tests' setting), which makes every
+// write of theirs several times faster than the issue's first measurement.
+func syncSetting(setting, v string) string {
 	switch v {
 	case "yes":
-		return "every write fsynced, as deployed"
+		return setting + " on: every write fsynced, as deployed"
 	case "no":
-		return "**no fsync** (--unsafe-no-fsync: not as deployed; LEASE_TEST_DURABLE=1 turns it on)"
+		return "**" + setting + " off**: not as deployed; LEASE_TEST_DURABLE=1 turns it on"
 	}
-	return "fsync unknown: a server given by its address"
-}
-
-func zkSync(v string) string {
-	switch v {
-	case "yes":
-		return "forceSync=yes: every write fsynced, as deployed"
-	case "no":
-		return "**forceSync=no**: not as deployed; LEASE_TEST_DURABLE=1 turns fsync on"
-	}
-	return "forceSync unknown: a server given by its address"
+	return setting + " unknown: a server given by its address"
 }
 
 // fenceSteps are the Redis systems of §1 from the raw floor to leasekit,

@@ -84,7 +84,7 @@ func TestPeersVsIssueRangesAndSettings(t *testing.T) {
 		"| uncontended cycles/s | redislock-noretry, redislock-linear, redislock-exp | redis | ~8,000–10,000 | 8400–8800/s |  |",
 		"| 16 workers: hand-off p50 | zk-lock | zookeeper | ~2–3 ms | 1.20 ms | fsync |",
 		"| uncontended cycles/s | zk-lock | zookeeper | ~430 | – | fsync |", // not measured: a dash, not zero
-		"ZooKeeper forceSync: no", // the run's setting is stated where it matters
+		"ZooKeeper **forceSync off**", // the run's setting is stated where it matters
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)

@@ -323,7 +323,7 @@ var rawKeys = [...]string{
 func (r *rawLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
 	token := randToken()
 	key := rawKeys[r.fence] + r.key
-	if r.fence != fenceNone {
+	if r.fence != fenceNone { // a hash tag: the counter's slot is the key's
 		key = rawKeys[r.fence] + "{" + r.key + "}"
 	}
 	for {

@@ -148,7 +148,7 @@ start_etcd() {
 		peer=$(free_port $((client + 10))) || die "etcd: no free peer port"
 		dir=$LEASE_TMP/etcd-$attempt
 		log "etcd: starting $LEASE_TEST_ETCD_BIN on 127.0.0.1:$client (peer $peer, fsync $LEASE_TEST_ETCD_FSYNC, data $dir)"
-		# --unsafe-no-fsync: throwaway data, and fsync on a noisy CI disk makes timing flaky.
+		# ETCD_EXTRA_FLAGS: see etcd_flags and Durability at the top.
 		"$LEASE_TEST_ETCD_BIN" \
 			--name leasetest --data-dir "$dir" \
 			--listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
