@@ -36,7 +36,7 @@ type hub struct {
 	cancel   context.CancelFunc // stops the active subscription's reader
 	gen      uint64             // counts subscriptions made
 	starting chan struct{}      // non-nil while Subscribe is in flight
-	failedAt time.Time          // the last failed Subscribe
+	failedAt time.Time          // the last Subscribe the store failed (not one its caller gave up)
 	closed   bool
 }
 
@@ -128,6 +128,12 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 		h.starting = nil
 		close(st)
 		if err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up, the store did not fail: the next
+				// waiter subscribes at once.
+				h.mu.Unlock()
+				return 0
+			}
 			h.failedAt = h.c.clock.Now()
 			h.mu.Unlock()
 			h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
