@@ -144,7 +144,13 @@
 // entries of the namespace, so queues of keys nobody uses again do not pile
 // up. Queue checks read the statement's snapshot: a waiter that queues at
 // the very moment a key is freed may be overtaken by one acquirer, and then
-// gets the key at that acquirer's release. Mutual exclusion never depends on
+// gets the key at that acquirer's release. For the same reason a release
+// can name, as the next waiter, one whose entry became visible before an
+// earlier entry that was still committing; in advisory mode that waiter is
+// then refused (the earlier entry is ahead of it), and its refused Acquire,
+// finding the key free but reserved for the waiters ahead, announces the
+// key to the head of the queue, which would otherwise sleep until its own
+// timer. Mutual exclusion never depends on
 // the queue (the row upsert or the advisory lock decide). Clients of an
 // earlier version, which ignore the queue, may still take a free key ahead
 // of the waiters while both run against one database.

@@ -106,6 +106,25 @@ const head = `hd AS (
 		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') AS token
 )`
 
+// wakeHead announces the key to the head of its queue ($CHAN, as a release
+// does) when a waiter that was already queued ($TOK has a live entry in the
+// statement's snapshot, q) is refused although the key is free (COND)
+// because waiters are queued ahead of it (ah). It repairs a wake-up that a
+// release sent to the wrong waiter: an entry takes its seq when its
+// statement inserts it, but others see it only once that statement commits,
+// so a release whose snapshot missed an entry with a lower seq names the
+// waiter behind it, which is then refused, while the head, never named,
+// would sleep until its own timer (up to a renew interval) with the whole
+// queue behind it. The waiter named by the release is refused at once, so
+// the head is woken one round trip later. A waiter new to the queue (the
+// releaser queueing again, typically) does not announce: it was named by
+// nobody. Advisory mode only: a table-mode release hands the key to the
+// waiter it names.
+const wakeHead = `wk AS (
+	SELECT pg_notify($CHAN, (SELECT token FROM q ORDER BY seq LIMIT 1) || E'\n' || $KEY)
+	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $TOK) AND COND
+)`
+
 // asyncCommit makes the statement's transaction commit without waiting for
 // its WAL to reach the disk (synchronous_commit off, for this transaction
 // only). Only releases use it: a release lost in a server crash leaves the
@@ -158,7 +177,7 @@ func buildQueries(table, queue, index string) queries {
 	// session's, and cannot be given to another).
 	aq := func(frag, ttl, cond, after string) string {
 		return params(frag, "$NS", "$3", "$KEY", "$4", "$TOK", "$5", "$TTL", ttl, "COND", cond, "AFTER", after,
-			"$HOLD", "NULL::text", "$GTTL", "NULL::float8")
+			"$HOLD", "NULL::text", "$GTTL", "NULL::float8", "$CHAN", "$12")
 	}
 	return queries{
 		create:           strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
@@ -268,14 +287,15 @@ AND expires_at > clock_timestamp() FOR SHARE`),
 		// Advisory mode, on the session the store keeps for leases of this
 		// TTL. $1 class, $2 object, $3 ns, $4 key, $5 token, $6 holder, $7
 		// TTL in µs, $8 TTL in ms (idle_session_timeout), $9 keepalive idle
-		// in s, $10 tcp_user_timeout in ms, $11 queue. Only the head of the
+		// in s, $10 tcp_user_timeout in ms, $11 queue, $12 channel. Only the head of the
 		// key's queue (no live waiter ahead, ah) tries the lock, and not
 		// when this very session already holds it for a token the row names
 		// (session locks are re-entrant: the try would succeed). The lock,
 		// the fence increment, the session settings and the queue update
 		// happen in one round trip; when the lock is not ours, the row tells
 		// who has it (and whether it is our own token, held through another
-		// connection: o), and enq queues us (or refreshes our entry) when $11.
+		// connection: o), and enq queues us (or refreshes our entry) when $11;
+		// a queued waiter refused from a free key wakes the head (wk).
 		advAcquire: t(`WITH ` + aq(ahead, "", "", "") + `,
 l AS MATERIALIZED (SELECT CASE WHEN (SELECT n FROM ah) = 0 AND NOT EXISTS (SELECT 1 FROM T c
 	WHERE c.ns = $3 AND c.key = $4 AND c.token IS NOT NULL AND c.pid = pg_backend_pid() AND ` + lockHeldAt("$1", "$2") + `)
@@ -297,10 +317,12 @@ deq AS (
 	DELETE FROM Q WHERE ns = $3 AND key = $4 AND token = $5 AND (SELECT ok FROM l)
 	RETURNING 1
 ),
-` + aq(sweepKey, "", "", "l") + `
+` + aq(sweepKey, "", "", "l") + `,
+` + aq(wakeHead, "", "NOT (SELECT ok FROM l) AND NOT (SELECT ours FROM o) AND NOT "+lockTakenAt("$1", "$2"), "") + `
 SELECT l.ok, COALESCE((SELECT fence FROM a), c.fence, 0), o.ours,
 	COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0), (SELECT count(*) FROM s), pg_backend_pid(),
-	COALESCE(c.token IS NOT NULL AND ` + lockHeldAt("$1", "$2") + `, false), (SELECT n FROM ah)
+	COALESCE(c.token IS NOT NULL AND ` + lockHeldAt("$1", "$2") + `, false), (SELECT n FROM ah),
+	(SELECT count(*) FROM wk)
 FROM l CROSS JOIN o LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
 		// $1 ns, $2 key, $3 token, $4 TTL in µs, $5 TTL in ms. The row must
 		// still name this token and this session.
