@@ -146,7 +146,8 @@
 // the very moment a key is freed may be overtaken by one acquirer, and then
 // gets the key at that acquirer's release. For the same reason a release
 // can name, as the next waiter, one whose entry became visible before an
-// earlier entry that was still committing; in advisory mode that waiter is
+// earlier entry that was still committing; unless the release hands that
+// waiter the key (table mode, a waiter whose store listens), the waiter is
 // then refused (the earlier entry is ahead of it), and its refused Acquire,
 // finding the key free but reserved for the waiters ahead, announces the
 // key to the head of the queue, which would otherwise sleep until its own

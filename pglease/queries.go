@@ -118,8 +118,10 @@ const head = `hd AS (
 // queue behind it. The waiter named by the release is refused at once, so
 // the head is woken one round trip later. A waiter new to the queue (the
 // releaser queueing again, typically) does not announce: it was named by
-// nobody. Advisory mode only: a table-mode release hands the key to the
-// waiter it names.
+// nobody. In table mode a release hands the key to the waiter it names if
+// that waiter's store listens (which overtakes the earlier entry once); a
+// waiter whose store does not listen, such as a Client's first request
+// before it subscribes, is only named, as in advisory mode.
 const wakeHead = `wk AS (
 	SELECT pg_notify($CHAN, (SELECT token FROM q ORDER BY seq LIMIT 1) || E'\n' || $KEY)
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $TOK) AND COND
@@ -171,7 +173,7 @@ func buildQueries(table, queue, index string) queries {
 	// hand-off TTL).
 	tq := func(frag, ttl, cond, after string) string {
 		return params(frag, "$NS", "$1", "$KEY", "$2", "$TOK", "$3", "$TTL", ttl, "COND", cond, "AFTER", after,
-			"$HOLD", "$4", "$GTTL", "$7::float8")
+			"$HOLD", "$4", "$GTTL", "$7::float8", "$CHAN", "$8")
 	}
 	// Advisory mode: $3 ns, $4 key, $5 token; no hand-off (the lock is a
 	// session's, and cannot be given to another).
@@ -187,7 +189,9 @@ func buildQueries(table, queue, index string) queries {
 
 		// Table mode. $1 ns, $2 key, $3 token, $4 holder, $5 TTL in µs, $6
 		// queue, $7 the TTL in µs of a hand-off to the queued token (NULL:
-		// its store does not listen, so the key is not handed to it). The
+		// its store does not listen, so the key is not handed to it), $8
+		// channel (wk: a queued waiter refused from a free key wakes the
+		// head, as in advisory mode). The
 		// upsert takes the row only when it is already ours and live, or
 		// free or expired with no live waiter queued ahead of us (ah, from
 		// the statement's snapshot); otherwise the last branch
@@ -219,11 +223,13 @@ deq AS (
 	DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM acq)
 	RETURNING 1
 ),
-` + tq(sweepKey, "", "", "acq") + `
-SELECT true, fence, ''::text, 0::bigint, false, 0::bigint FROM acq
+` + tq(sweepKey, "", "", "acq") + `,
+` + tq(wakeHead, "", `NOT EXISTS (SELECT 1 FROM acq) AND NOT EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2
+		AND x.token IS NOT NULL AND x.expires_at > clock_timestamp())`, "") + `
+SELECT true, fence, ''::text, 0::bigint, false, 0::bigint, 0::bigint FROM acq
 UNION ALL
 SELECT false, COALESCE(c.fence, 0), COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0),
-	COALESCE(c.token IS NOT NULL AND c.expires_at > clock_timestamp(), false), ah.n
+	COALESCE(c.token IS NOT NULL AND c.expires_at > clock_timestamp(), false), ah.n, (SELECT count(*) FROM wk)
 FROM ah LEFT JOIN T c ON c.ns = $1 AND c.key = $2
 WHERE NOT EXISTS (SELECT 1 FROM acq)`),
 		tabRenew: t(`UPDATE T SET expires_at = clock_timestamp() + $4::float8 * interval '1 microsecond'

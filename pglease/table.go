@@ -22,7 +22,7 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		handTTL = &us
 	}
 	sent := time.Now()
-	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL)
+	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
 	if err != nil {
 		return lease.Grant{}, err
 	}
@@ -30,10 +30,11 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 	var (
 		ok, live         bool
 		fence, us, ahead int64
+		woke             int64
 		holder           string
 	)
 	if rows.Next() {
-		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead); err != nil {
+		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, &woke); err != nil {
 			return lease.Grant{}, err
 		}
 	}
