@@ -58,6 +58,20 @@ func waitAcquires(t *testing.T, s *gatedStore, n int64) {
 	}
 }
 
+// acquireRelease acquires key with c in a goroutine, releases it at once
+// and sends the outcome.
+func acquireRelease(ctx context.Context, c *lease.Client, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
 // TestSubscribeCancelledNoCooldown: a waiter that gives up while its
 // Client's subscription is being made (its ctx ends Subscribe) does not
 // keep the Client's next waiter from subscribing: that waiter is woken by
@@ -108,14 +122,7 @@ func TestSubscribeCancelledNoCooldown(t *testing.T) {
 	// and after subscribing); the release wakes it.
 	s.held.Store(false)
 	n := s.acquires.Load()
-	got := make(chan error, 1)
-	go func() {
-		l, err := c.Acquire(ctx, "k")
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireRelease(ctx, c, "k")
 	waitAcquires(t, s, n+2)
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -143,13 +150,7 @@ func TestSubscribeCancelledNoCooldown(t *testing.T) {
 	}
 	s.fail.Store(true)
 	n = s.acquires.Load()
-	go func() {
-		l, err := c2.Acquire(ctx, "k")
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
+	got = acquireRelease(ctx, c2, "k")
 	waitAcquires(t, s, n+2)
 	s.fail.Store(false)
 	if err := h.Release(ctx); err != nil {

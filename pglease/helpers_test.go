@@ -94,6 +94,18 @@ func storeNS(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, ns string, opt
 	return s
 }
 
+// subscribe opens a subscription to s's announcements, closed when the test
+// ends.
+func subscribe(t testing.TB, ctx context.Context, s *pglease.Store) lease.Subscription {
+	t.Helper()
+	sub, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	return sub
+}
+
 // newClient returns a lease.Client over s, closed when the test ends.
 func newClient(t testing.TB, s lease.Store, opts ...lease.Option) *lease.Client {
 	t.Helper()

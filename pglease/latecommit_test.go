@@ -64,11 +64,7 @@ func TestQueueEntryCommittedLate(t *testing.T) {
 			ctx := testCtx(t, 30*time.Second)
 			s := newStore(t, pool, mode)
 			quiet := storeNS(t, pool, mode, s.Namespace()) // W's: no subscription
-			sub, err := s.Subscribe(ctx)
-			if err != nil {
-				t.Fatalf("Subscribe: %v", err)
-			}
-			t.Cleanup(func() { _ = sub.Close() })
+			sub := subscribe(t, ctx, s)
 			const ttl = 10 * time.Second
 			a, x, w := req("k", "A", ttl), req("k", "X", ttl), req("k", "W", ttl)
 			if _, err := s.Acquire(ctx, a); err != nil {

@@ -148,11 +148,7 @@ func TestQueueGiveUpAnnounces(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			ctx := testCtx(t, 30*time.Second)
 			s := newStore(t, pool, mode)
-			sub, err := s.Subscribe(ctx)
-			if err != nil {
-				t.Fatalf("Subscribe: %v", err)
-			}
-			t.Cleanup(func() { _ = sub.Close() })
+			sub := subscribe(t, ctx, s)
 			const ttl = 10 * time.Second
 			a, b, c, d := req("k", "A", ttl), req("k", "B", ttl), req("k", "C", ttl), req("k", "D", ttl)
 			if _, err := s.Acquire(ctx, a); err != nil {
@@ -176,7 +172,7 @@ func TestQueueGiveUpAnnounces(t *testing.T) {
 			// reserved for B; in table mode A's release handed it to B (the
 			// store listens), and B's Release hands it on. Announced either
 			// way, and C is now first.
-			err = s.Release(ctx, b)
+			err := s.Release(ctx, b)
 			if mode == pglease.ModeTable && err != nil {
 				t.Fatalf("B's Release of the key handed to it = %v, want nil", err)
 			}
