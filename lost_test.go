@@ -113,6 +113,16 @@ func TestSessionLossLosesTheSessionsLeases(t *testing.T) {
 			t.Fatalf("%s: Err = %v, want a LossSession", l.Key(), l.Err())
 		}
 	}
+	// A lease's Done closes before its Lost event reaches the observer
+	// (observers are called once the Client's lock is released): wait for
+	// the events.
+	for i, from := 0, 0; i < 3; i++ {
+		_, j, ok := rec.Find(from, 5*time.Second, leasetest.Kind("", lease.EventLost))
+		if !ok {
+			t.Fatalf("%d lost events 5s after the session ended, want 3", i)
+		}
+		from = j + 1
+	}
 	if n := rec.Count(0, leasetest.Kind("", lease.EventLost)); n != 3 {
 		t.Fatalf("%d lost events, want 3 (the released lease is not lost)", n)
 	}
