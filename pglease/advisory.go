@@ -222,14 +222,14 @@ func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		ok, ours, live   bool
 		fence, us, ahead int64
 		holder           string
-		nset, woke       int64
+		nset             int64
 	)
 	err = s.exec(ctx, sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
 		var pid int32
 		err := conn.QueryRow(ctx, s.q.advAcquire, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, r.Holder,
 			micros(r.TTL), strconv.FormatInt(ms, 10), strconv.FormatInt(secs, 10), strconv.FormatInt(ms+1000, 10),
 			r.Queue, s.chanRaw,
-		).Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead, &woke)
+		).Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead, nil) // nil: wk's count, read only so that it runs
 		if err == nil && ok {
 			// Counted before the session serves another statement: a
 			// release in between must not switch the idle timeout off.

@@ -151,10 +151,10 @@
 // then refused (the earlier entry is ahead of it), and its refused Acquire,
 // finding the key free but reserved for the waiters ahead, announces the
 // key to the head of the queue, which would otherwise sleep until its own
-// timer. Mutual exclusion never depends on
-// the queue (the row upsert or the advisory lock decide). Clients of an
-// earlier version, which ignore the queue, may still take a free key ahead
-// of the waiters while both run against one database.
+// timer. Mutual exclusion never depends on the queue (the row upsert or the
+// advisory lock decide). Clients of an earlier version, which ignore the
+// queue, may still take a free key ahead of the waiters while both run
+// against one database.
 //
 // # Fenced writes
 //

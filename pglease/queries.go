@@ -108,20 +108,12 @@ const head = `hd AS (
 
 // wakeHead announces the key to the head of its queue ($CHAN, as a release
 // does) when a waiter that was already queued ($TOK has a live entry in the
-// statement's snapshot, q) is refused although the key is free (COND)
-// because waiters are queued ahead of it (ah). It repairs a wake-up that a
-// release sent to the wrong waiter: an entry takes its seq when its
-// statement inserts it, but others see it only once that statement commits,
-// so a release whose snapshot missed an entry with a lower seq names the
-// waiter behind it, which is then refused, while the head, never named,
-// would sleep until its own timer (up to a renew interval) with the whole
-// queue behind it. The waiter named by the release is refused at once, so
-// the head is woken one round trip later. A waiter new to the queue (the
-// releaser queueing again, typically) does not announce: it was named by
-// nobody. In table mode a release hands the key to the waiter it names if
-// that waiter's store listens (which overtakes the earlier entry once); a
-// waiter whose store does not listen, such as a Client's first request
-// before it subscribes, is only named, as in advisory mode.
+// statement's snapshot, q) is refused from a free key (COND) because waiters
+// are queued ahead of it (ah): the release named it instead of an earlier
+// entry that was still committing (see the package documentation, "FIFO
+// queue of waiters"). A waiter new to the queue was named by nobody and
+// does not announce. A SELECT part runs only if read: the statement's last
+// column counts its rows.
 const wakeHead = `wk AS (
 	SELECT pg_notify($CHAN, (SELECT token FROM q ORDER BY seq LIMIT 1) || E'\n' || $KEY)
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $TOK) AND COND
