@@ -16,7 +16,9 @@ import (
 
 // testSemaphoreLimit: goroutines of several clients race for a semaphore of
 // n, with TrySemaphore and AcquireSemaphore; never more than n hold it at
-// once, n do at some point, and each slot's fences increase.
+// once, n do at some point, and each slot's fences increase. The race runs
+// for at least 1.5 TTL and until n held at once (liveness, bounded generously
+// so a busy machine only makes it longer).
 func testSemaphoreLimit(e *env) {
 	const n, clients, perClient = 3, 3, 4
 	cs := make([]*lease.Client, clients)
@@ -44,8 +46,12 @@ func testSemaphoreLimit(e *env) {
 			e.t.Errorf("Release of a slot: %v", err)
 		}
 	}
-	run := e.ttl + e.ttl/2
-	stop := time.Now().Add(run)
+	begin := time.Now()
+	stop, giveUp := begin.Add(e.ttl+e.ttl/2), begin.Add(15*time.Second+10*e.ttl)
+	done := func() bool {
+		now := time.Now()
+		return e.ctx.Err() != nil || now.After(giveUp) || now.After(stop) && peak.Load() >= n
+	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for ci, c := range cs {
@@ -54,7 +60,7 @@ func testSemaphoreLimit(e *env) {
 			go func() {
 				defer wg.Done()
 				<-start
-				for time.Now().Before(stop) && e.ctx.Err() == nil {
+				for !done() {
 					var l *lease.Lease
 					var err error
 					if (ci+g)%2 == 0 {
@@ -79,7 +85,7 @@ func testSemaphoreLimit(e *env) {
 	}
 	close(start)
 	wg.Wait()
-	e.t.Logf("%d acquisitions by %d goroutines of %d clients in %v; peak %d holders", wins.Load(), clients*perClient, clients, run, peak.Load())
+	e.t.Logf("%d acquisitions by %d goroutines of %d clients in %v; peak %d holders", wins.Load(), clients*perClient, clients, time.Since(begin).Round(time.Millisecond), peak.Load())
 	if p := peak.Load(); p != n {
 		e.t.Errorf("peak of %d concurrent holders, want exactly n = %d", p, n)
 	}
