@@ -7,7 +7,6 @@ package etcdlease_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasekit/lease/leasetest"
+
+	"github.com/leasekit/lease/internal/testport"
 )
 
 // etcdBin returns the etcd binary for private clusters.
@@ -51,25 +52,7 @@ type cluster struct {
 }
 
 // freePorts returns n distinct free loopback ports.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
+func freePorts(t testing.TB, n int) []int { return testport.Free(t, n) }
 
 // startCluster starts n etcd members with the extra flags given and waits
 // until they have a leader.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/leasekit/lease/leasetest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease/internal/testport"
 )
 
 // redisServerBin finds the redis-server binary: $LEASE_TEST_REDIS_SERVER,
@@ -44,19 +45,7 @@ func redisServerBin(t testing.TB) string {
 }
 
 // freePorts returns n distinct loopback TCP ports that were free a moment ago.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
+func freePorts(t testing.TB, n int) []int { return testport.Free(t, n) }
 
 type syncBuffer struct {
 	mu sync.Mutex

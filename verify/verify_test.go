@@ -22,6 +22,8 @@ import (
 
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
+
+	"github.com/leasekit/lease/internal/testport"
 )
 
 func TestMain(m *testing.M) {
@@ -173,14 +175,7 @@ func (r *privateRedis) kill() {
 	}
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testport.One(t) }
 
 func TestRedisPrivateServer(t *testing.T) {
 	leasetest.Env(t, "LEASE_TEST_REDIS_ADDR") // skip like the other Redis tests when Redis is not set up

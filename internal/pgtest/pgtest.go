@@ -9,7 +9,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease/internal/testport"
 )
 
 // Server is one private PostgreSQL server.
@@ -156,15 +157,7 @@ func (s *Server) destroy() {
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listened on a
 // moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func FreePort(t testing.TB) int { return testport.One(t) }
 
 // GiveToPostgres makes the postgres user own paths when the test runs as
 // root (the server refuses to run as root, so it runs as postgres and must

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/leasetest"
+
+	"github.com/leasekit/lease/internal/testport"
 )
 
 // Ensemble is a private three-server ZooKeeper ensemble.
@@ -244,20 +246,4 @@ func (s *Server) Mode(ctx context.Context) (string, error) {
 }
 
 // FreePorts returns n distinct free loopback ports.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
-}
+func FreePorts(t testing.TB, n int) []int { return testport.Free(t, n) }
