@@ -184,6 +184,7 @@ func (c *etcdCluster) restart(ctx context.Context) error {
 }
 
 func TestEtcdClusterMemberRestarts(t *testing.T) {
+	t.Parallel()
 	c := startEtcdCluster(t)
 	rep := run(t, verify.Config{Store: "etcd://" + strings.Join(c.endpoints(), ","), TTL: 2 * time.Second,
 		Duration: max(runDuration(t), 45*time.Second), Restart: c.restart,

@@ -66,6 +66,7 @@ func (p *privatePG) restart(ctx context.Context) error {
 // fencing must catch. (With the register on the restarted server, it would
 // be unreachable exactly while leases are in doubt.)
 func TestPostgresRestart(t *testing.T) {
+	t.Parallel()
 	shared := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
 	p := startPrivatePG(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -224,9 +224,10 @@ func runRedisCluster(t *testing.T, replicas bool, query string) {
 	}
 }
 
-func TestRedisCluster(t *testing.T) { runRedisCluster(t, false, "") }
+func TestRedisCluster(t *testing.T) { t.Parallel(); runRedisCluster(t, false, "") }
 
 // TestRedisClusterReplicaAck: one replica per master, WAIT 1 after every write.
 func TestRedisClusterReplicaAck(t *testing.T) {
+	t.Parallel()
 	runRedisCluster(t, true, "?replica_ack=1&replica_ack_timeout=500ms")
 }

@@ -218,11 +218,12 @@ func runRedisSentinel(t *testing.T, query string, replicas int) {
 	}
 }
 
-func TestRedisSentinel(t *testing.T) { runRedisSentinel(t, "", 0) }
+func TestRedisSentinel(t *testing.T) { t.Parallel(); runRedisSentinel(t, "", 0) }
 
 // TestRedisSentinelReplicaAck: the same with WAIT 1 after every write. A new
 // primary accepts no write until the old one is back as its replica, so the
 // failover waits for that before the nemesis goes on.
 func TestRedisSentinelReplicaAck(t *testing.T) {
+	t.Parallel()
 	runRedisSentinel(t, "?replica_ack=1&replica_ack_timeout=500ms", 1)
 }

@@ -106,6 +106,7 @@ func check(t *testing.T, rep *verify.Report, faults ...string) {
 }
 
 func TestFileStore(t *testing.T) {
+	t.Parallel()
 	rep := run(t, verify.Config{Store: "file://" + filepath.Join(t.TempDir(), "leases"), TTL: 500 * time.Millisecond})
 	check(t, rep, verify.FaultKill, verify.FaultStop)
 	if rep.StaleRejected == 0 {
@@ -117,6 +118,7 @@ func TestFileStore(t *testing.T) {
 // register that ignores fences. Stale writes then land, and the checker
 // must notice; the fenced runs above are only meaningful because it does.
 func TestWithoutFencing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rep := run(t, verify.Config{Store: "file://" + filepath.Join(dir, "leases"), TTL: 300 * time.Millisecond,
 		Register: "unfenced:" + filepath.Join(dir, "register"), Faults: []string{verify.FaultStop}})
@@ -178,6 +180,7 @@ func (r *privateRedis) kill() {
 func freePort(t *testing.T) int { return testport.One(t) }
 
 func TestRedisPrivateServer(t *testing.T) {
+	t.Parallel()
 	leasetest.Env(t, "LEASE_TEST_REDIS_ADDR") // skip like the other Redis tests when Redis is not set up
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server: %v", err)
@@ -205,13 +208,13 @@ func TestRedisPrivateServer(t *testing.T) {
 	}
 }
 
-func TestPostgres(t *testing.T) { runPostgres(t, "") }
+func TestPostgres(t *testing.T) { t.Parallel(); runPostgres(t, "") }
 
 // TestPostgresAdvisory: the same faults on advisory mode, where a worker's
 // lease is an advisory lock on its store's shared session: a SIGSTOPped or
 // cut-off holder's session ends after the TTL (idle_session_timeout), a
 // killed one's at once.
-func TestPostgresAdvisory(t *testing.T) { runPostgres(t, "advisory") }
+func TestPostgresAdvisory(t *testing.T) { t.Parallel(); runPostgres(t, "advisory") }
 
 // runPostgres runs the harness on the shared PostgreSQL server in mode (""
 // for table mode) and checks that the run left no row behind.
@@ -254,6 +257,7 @@ func runPostgres(t *testing.T, mode string) {
 }
 
 func TestEtcd(t *testing.T) {
+	t.Parallel()
 	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
 	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
 		Duration: max(runDuration(t), 25*time.Second)})
@@ -261,6 +265,7 @@ func TestEtcd(t *testing.T) {
 }
 
 func TestZooKeeper(t *testing.T) {
+	t.Parallel()
 	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second})
 	check(t, rep, verify.FaultKill, verify.FaultStop)

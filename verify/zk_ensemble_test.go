@@ -59,6 +59,7 @@ func (r *zkRestarter) restart(ctx context.Context) error {
 }
 
 func TestZooKeeperEnsembleRestarts(t *testing.T) {
+	t.Parallel()
 	e := zktest.Start(t)
 	r := &zkRestarter{t: t, e: e, killed: map[string]int{}}
 	// TTL 2s as on the etcd cluster: three JVMs on a small CI machine, and
