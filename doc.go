@@ -18,6 +18,6 @@
 // The Client and Lease types own all timing: heartbeat, retries, the local
 // deadline, loss, waiting and observer events. A [Store] is a small adapter
 // that performs one atomic acquire, renew, release or inspect against one
-// backend; optional interfaces ([BatchRenewer], [Notifier], [Limiter]) let a
-// store offer more, and the Client detects them.
+// backend; optional interfaces ([BatchRenewer], [Notifier], [Limiter],
+// [Queuer]) let a store offer more, and the Client detects them.
 package lease
