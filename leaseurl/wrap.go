@@ -62,8 +62,8 @@ var (
 	_ lease.Queuer       = (*owned)(nil)
 )
 
-// RenewMany uses the wrapped store's RenewMany, or renews one by one (only
-// the file store lacks it, and its renewals are local system calls).
+// RenewMany uses the wrapped store's RenewMany, or renews one by one for a
+// store without it (every store Open makes has one).
 func (o *owned) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	if b, ok := o.Store.(lease.BatchRenewer); ok {
 		return b.RenewMany(ctx, rs)

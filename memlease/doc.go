@@ -4,8 +4,8 @@
 // A [Store] keeps every key in a map guarded by a mutex, so each operation is
 // atomic, and judges expiry by its clock ([WithClock]; by default the system
 // clock). It implements [lease.Store] and the optional [lease.BatchRenewer],
-// [lease.Notifier] and [lease.Limiter]; [Plain] hides the optional ones, so
-// the Client's fallback paths can be exercised too.
+// [lease.Notifier], [lease.Limiter] and [lease.Queuer]; [Plain] hides the
+// optional ones, so the Client's fallback paths can be exercised too.
 //
 // Like a remote backend shared by several processes, the keys of a Store can
 // be shared by several independent handles: [Store.Handle] returns a new

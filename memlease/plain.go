@@ -8,7 +8,8 @@ import "github.com/leasekit/lease"
 type plainStore struct{ lease.Store }
 
 // Plain returns s seen through the base [lease.Store] interface only: the
-// result implements neither [lease.BatchRenewer], [lease.Notifier] nor
-// [lease.Limiter], so a Client over it renews lease by lease and waits for
-// holders' TTLs instead of release announcements. Closing it closes s.
+// result implements none of [lease.BatchRenewer], [lease.Notifier],
+// [lease.Limiter] and [lease.Queuer], so a Client over it renews lease by
+// lease, waits for holders' TTLs instead of release announcements, and lets
+// its waiters race. Closing it closes s.
 func Plain(s *Store) lease.Store { return plainStore{s} }

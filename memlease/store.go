@@ -38,8 +38,8 @@ type state struct {
 }
 
 // Store is an in-memory lease store. It implements [lease.Store],
-// [lease.BatchRenewer], [lease.Notifier] and [lease.Limiter]. All methods are
-// safe for concurrent use. It runs no goroutines.
+// [lease.BatchRenewer], [lease.Notifier], [lease.Limiter] and [lease.Queuer].
+// All methods are safe for concurrent use. It runs no goroutines.
 //
 // A Store is one handle over a set of keys; [Store.Handle] makes more handles
 // over the same keys. Closing a handle ends its subscriptions and makes its
