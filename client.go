@@ -301,7 +301,9 @@ func (c *Client) pause(ctx context.Context, d time.Duration, w *waiter) error {
 // releases it. fn's ctx is cancelled when ctx ends or the lease is lost. Do
 // returns fn's error, joined with the release error if there is one; when
 // fn succeeded but the lease was lost meanwhile, the error matches ErrLost.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) error {
+// If fn panics, Do releases the lease and the panic goes on with its value:
+// a caller that recovers (net/http does) leaves nothing held.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
 		return Invalid("function", "nil")
 	}
@@ -311,13 +313,15 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
-	ferr := fn(fctx, l)
-	stop()
-	cancel(nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
-	defer rcancel()
-	rerr := l.Release(rctx)
-	return errors.Join(ferr, rerr)
+	// Deferred, so that it also runs while fn's panic (or Goexit) unwinds.
+	defer func() {
+		stop()
+		cancel(nil)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
+		defer rcancel()
+		err = errors.Join(err, l.Release(rctx))
+	}()
+	return fn(fctx, l)
 }
 
 // Inspect reports who holds key, as the store sees it.

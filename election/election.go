@@ -191,7 +191,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // which cancels leaderCtx first: the Client reports a loss at its local
 // deadline, before the store can let another candidate in. When fn returns
 // on its own while still leading, Run releases leadership and campaigns
-// again (it may win at once). LeaseFrom(leaderCtx) returns the term's lease:
+// again (it may win at once). If fn panics, Run releases leadership before
+// the panic goes on with its value. LeaseFrom(leaderCtx) returns the term's lease:
 // pass its Fence to the resources the leader writes, so that a paused
 // ex-leader's late writes are rejected.
 func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) error {

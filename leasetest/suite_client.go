@@ -377,3 +377,50 @@ func testInspect(e *env) {
 		e.t.Errorf("released key: Inspect = %+v, want not held", info)
 	}
 }
+
+// panicValue is what the panic subtests' functions panic with: a pointer, so
+// that only the very value is recognised.
+type panicValue struct{ where string }
+
+// catch calls f and returns what it panicked with (nil if it returned).
+func catch(f func()) (recovered any) {
+	defer func() { recovered = recover() }()
+	f()
+	return nil
+}
+
+// testDoPanic: when Do's fn panics, Do releases the key (and stops renewing
+// it) before the panic goes on, with its original value, to a caller that
+// recovers (as net/http does).
+func testDoPanic(e *env) {
+	c, other := e.client(e.store()), e.client(e.store())
+	key := e.key("do-panic")
+	want := &panicValue{"Do"}
+	var held *lease.Lease
+	got := catch(func() {
+		_ = c.Do(e.ctx, key, func(_ context.Context, l *lease.Lease) error {
+			held = l
+			panic(want)
+		})
+	})
+	if got != want {
+		e.t.Fatalf("Do's caller recovered %v, want fn's panic value %v", got, want)
+	}
+	if held == nil {
+		e.t.Fatalf("Do did not run fn")
+	}
+	if err := held.Err(); !errors.Is(err, lease.ErrReleased) {
+		e.t.Errorf("after fn panicked: lease Err() = %v, want ErrReleased", err)
+	}
+	if !closed(held.Done()) {
+		e.t.Errorf("after fn panicked: the lease's Done is not closed")
+	}
+	// Another client gets the key at once: it was released, not left to expire.
+	l, err := other.TryAcquire(e.ctx, key)
+	if err != nil {
+		e.t.Fatalf("TryAcquire by another client after Do's fn panicked: %v (the key was not released)", err)
+	}
+	if l.Fence() <= held.Fence() {
+		e.t.Errorf("fence after the panic %d, want > %d", l.Fence(), held.Fence())
+	}
+}
