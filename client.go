@@ -31,6 +31,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	leases   map[*Lease]struct{}            // held leases
+	byKey    map[string]*Lease              // held leases by key: a Client holds a key once
 	lost     map[<-chan struct{}]*lostWatch // one watch per Grant.Lost channel (lost.go)
 	closed   bool                           // no new leases
 	draining bool                           // Close is waiting for goroutines: run work inline
@@ -68,6 +69,7 @@ func New(store Store, opts ...Option) (*Client, error) {
 		log:    cfg.logger,
 		clock:  cfg.clock,
 		leases: make(map[*Lease]struct{}),
+		byKey:  make(map[string]*Lease),
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 	}
@@ -133,6 +135,12 @@ func (c *Client) validKey(key string) error {
 // TryAcquire acquires key if it is free and returns at once otherwise, with
 // an error matching ErrHeld (a *HeldError telling who holds it, when the
 // store can tell).
+//
+// Leases are not reentrant: a key this Client already holds is refused at
+// once, without a round trip, with a *HeldError whose Self is set (from
+// TryAcquire, Acquire and Do alike). Goroutines that share a Client share
+// its leases: to exclude each other they need a lock of their own. A
+// semaphore's slots are separate keys, so a Client may hold several slots.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -142,7 +150,8 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 }
 
 // Acquire acquires key, waiting while another holder has it, until ctx ends
-// or the Client is closed (ErrClosed). It never busy-polls: it wakes on the
+// or the Client is closed (ErrClosed); a key this Client holds is refused at
+// once (see TryAcquire). It never busy-polls: it wakes on the
 // store's release announcement when the store is a Notifier, and otherwise
 // when the holder's TTL would run out.
 //
@@ -160,6 +169,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.own(key); err != nil {
 		return nil, err
 	}
 	start := c.clock.Now()
@@ -247,6 +259,8 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		var sleep time.Duration
 		var held *HeldError
 		switch {
+		case errors.As(err, &held) && held.Self:
+			return nil, err // another goroutine's acquisition won meanwhile
 		case errors.As(err, &held):
 			transient = 0
 			// Queued counts the live waiters ahead of our token: none
@@ -417,6 +431,9 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 	if c.isClosed() {
 		return nil, ErrClosed, false
 	}
+	if err := c.own(req.Key); err != nil {
+		return nil, err, false
+	}
 	sent := c.clock.Now()
 	// The call may outlive ctx by a grace (see graceCtx): the caller undoes
 	// a write it did not see (leaveQueue, cleanup) only after the write.
@@ -424,7 +441,15 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 	g, err := c.store.Acquire(sctx, req)
 	stop()
 	if err != nil {
-		if errors.Is(err, ErrHeld) || errors.Is(err, ErrInvalid) {
+		if errors.Is(err, ErrHeld) {
+			// Refused because another goroutine's acquisition of the key
+			// won meanwhile: say so when it is known by now.
+			if own := c.own(req.Key); own != nil {
+				return nil, own, false
+			}
+			return nil, err, false
+		}
+		if errors.Is(err, ErrInvalid) {
 			return nil, err, false
 		}
 		// The write may have reached the store even though we saw an error
@@ -441,6 +466,7 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		return nil, ErrClosed, true
 	}
 	c.leases[l] = struct{}{}
+	c.byKey[req.Key] = l
 	var watch *lostWatch
 	if g.Lost != nil {
 		watch = c.watchLostLocked(l, g.Lost)
@@ -456,6 +482,27 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
 	}
 	return l, nil, false
+}
+
+// own returns the refusal of an acquisition of key while a lease of c holds
+// it (a *HeldError with Self set), or nil.
+func (c *Client) own(key string) error {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.byKey[key]
+	if l == nil {
+		return nil
+	}
+	return &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Remaining: max(l.deadline.Sub(now), 0), Self: true}
+}
+
+// forgetLocked removes l from the held leases; the caller holds c.mu.
+func (c *Client) forgetLocked(l *Lease) {
+	delete(c.leases, l)
+	if c.byKey[l.req.Key] == l {
+		delete(c.byKey, l.req.Key)
+	}
 }
 
 func (c *Client) isClosed() bool {

@@ -9,7 +9,8 @@ import (
 // Sentinel errors. Compare with errors.Is: the errors returned carry more
 // detail (the key, the holder, the cause) and wrap these.
 var (
-	// ErrHeld: the key is held by someone else. The error is a *HeldError.
+	// ErrHeld: the key is held by another holder, or by another lease of the
+	// same Client (HeldError.Self). The error is a *HeldError.
 	ErrHeld = errors.New("lease: held by another holder")
 	// ErrLost: the lease was lost while held (renewals failed until the local
 	// deadline, the store no longer had our token, or the store's session died).
@@ -25,7 +26,8 @@ var (
 	ErrClosed = errors.New("lease: client closed")
 )
 
-// HeldError is returned when a key is held by someone else. It matches ErrHeld.
+// HeldError is returned when a key is held, by someone else or by the Client
+// that asked. It matches ErrHeld.
 type HeldError struct {
 	// Key is the lease name.
 	Key string
@@ -40,6 +42,11 @@ type HeldError struct {
 	// waiters, see Queuer); a free key with waiters queued is reserved for
 	// them.
 	Queued int
+	// Self reports that the holder is the very Client that was asked: one of
+	// its own leases holds the key. Leases are not reentrant, so Acquire
+	// returns this at once instead of waiting for itself. Holder, Fence and
+	// Remaining are then those of the Client's lease.
+	Self bool
 }
 
 func (e *HeldError) Error() string {
@@ -47,7 +54,12 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("lease: key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
 	}
 	s := fmt.Sprintf("lease: key %q is held", e.Key)
-	if e.Holder != "" {
+	if e.Self {
+		s = fmt.Sprintf("lease: key %q is already held by this client", e.Key)
+		if e.Holder != "" {
+			s += fmt.Sprintf(" (as %q)", e.Holder)
+		}
+	} else if e.Holder != "" {
 		s += fmt.Sprintf(" by %q", e.Holder)
 	}
 	if e.Fence != 0 {

@@ -81,6 +81,7 @@ var cases = []struct {
 	{"CancelStorm", testCancelStorm},
 	{"Do", testDo},
 	{"DoPanic", testDoPanic},
+	{"AcquireOwnKey", testAcquireOwnKey},
 	{"CloseReleases", testCloseReleases},
 	{"InvalidInput", testInvalidInput},
 	{"BatchRenew", testBatchRenew},
