@@ -162,6 +162,11 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // every renew interval, and leaves the queue when it gives up. WithFIFO(false)
 // turns this off: waiters then race.
 //
+// When ctx ends, Acquire returns a *HeldError matching both ErrHeld and
+// ctx's error: the last refusal (who held the key, with which fence), how
+// long it waited (Waited) and ctx's error (Err). If the store refused no
+// attempt by then, the error matches ctx's error only.
+//
 // When ctx ends during a store call, Acquire lets that call finish (for at
 // most min(renew interval, 1s)) before it leaves the queue, so that a write
 // the store makes after all cannot keep the key reserved; a grant that
@@ -232,6 +237,7 @@ func (c *Client) leaveQueue(req Request) {
 // race (each attempt then has a new token).
 func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, lw *lazyWaiter, queued Request) (*Lease, error) {
 	var transient int
+	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
 		// The subscription is made before an attempt, so that a release
 		// after the attempt reaches the waiter; but not before the first
@@ -262,15 +268,15 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		case errors.As(err, &held) && held.Self:
 			return nil, err // another goroutine's acquisition won meanwhile
 		case errors.As(err, &held):
-			transient = 0
+			transient, last = 0, held
 			// Queued counts the live waiters ahead of our token: none
 			// means we are the head of the key's queue.
 			sleep = waitFor(held.Remaining, p, !(queued.Queue && held.Queued == 0))
 		case errors.Is(err, ErrHeld):
-			transient = 0
+			transient, last = 0, &HeldError{Key: key}
 			sleep = waitFor(0, p, true)
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
+			return nil, c.gaveUp(key, last, start, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
 			return nil, err
 		default:
@@ -290,9 +296,26 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 			continue // the subscription was (re)established: look again at once
 		}
 		if err := c.pause(ctx, sleep, lw.get()); err != nil {
-			return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+			if errors.Is(err, ErrClosed) {
+				return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+			}
+			return nil, c.gaveUp(key, last, start, err)
 		}
 	}
+}
+
+// gaveUp returns the error of an acquisition of key, started at start, that
+// gave up waiting because its ctx ended with cause: the last refusal, with
+// the wait and the cause, so that it matches both ErrHeld and cause. Without
+// a refusal it is cause, wrapped.
+func (c *Client) gaveUp(key string, last *HeldError, start time.Time, cause error) error {
+	waited := c.clock.Now().Sub(start)
+	if last == nil {
+		return fmt.Errorf("lease: acquire %q: gave up after %v: %w", key, waited.Round(time.Millisecond), cause)
+	}
+	he := *last
+	he.Key, he.Err, he.Waited = key, cause, waited
+	return &he
 }
 
 // pause sleeps for d or until w is woken (a release was announced); it

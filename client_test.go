@@ -508,6 +508,45 @@ func TestHeldErrorTellsHolder(t *testing.T) {
 	}
 }
 
+// TestAcquireGaveUpSaysWhoHeld: an Acquire whose ctx ends while it waits
+// returns the last refusal with the wait and the cause, matching both.
+func TestAcquireGaveUpSaysWhoHeld(t *testing.T) {
+	f := newFixture(t)
+	other := f.other(t)
+	if _, err := other.TryAcquire(context.Background(), "job", lease.WithTTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.c.Acquire(ctx, "job")
+		done <- err
+	}()
+	for f.clk.Timers() < 3 { // both heartbeats and the waiter asleep
+		time.Sleep(time.Millisecond)
+	}
+	f.clk.Advance(1500 * time.Millisecond) // less than the waiter's sleep
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not return after its ctx was cancelled")
+	}
+	want := `lease: acquire "job": gave up after 1.5s: key "job" is held by "other:2" (fence 1): context canceled`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Acquire = %v, want %s", err, want)
+	}
+	var he *lease.HeldError
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrHeld) || !errors.As(err, &he) {
+		t.Fatalf("Acquire = %v, want a *HeldError matching ErrHeld and context.Canceled", err)
+	}
+	if he.Waited != 1500*time.Millisecond || he.Holder != "other:2" || he.Fence != 1 || he.Self {
+		t.Errorf("HeldError = %+v", *he)
+	}
+}
+
 // TestOwnKeyRefusedToWaitingSibling: two goroutines of one Client wait for
 // a key another client holds; once it is released one of them gets it, and
 // the other is refused when it looks again (HeldError.Self) instead of

@@ -47,17 +47,35 @@ type HeldError struct {
 	// returns this at once instead of waiting for itself. Holder, Fence and
 	// Remaining are then those of the Client's lease.
 	Self bool
+	// Err is set when Acquire (or AcquireSemaphore) gave up waiting because
+	// its ctx ended: it is ctx's error, which the HeldError then also
+	// matches, and the other fields describe the last refusal the store
+	// gave. An Acquire that ends before any refusal returns ctx's error
+	// without a HeldError: it cannot tell that the key was held.
+	Err error
+	// Waited is how long Acquire waited before it gave up (with Err).
+	Waited time.Duration
 }
 
 func (e *HeldError) Error() string {
-	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
-		return fmt.Sprintf("lease: key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
+	if e.Err != nil {
+		return fmt.Sprintf("lease: acquire %q: gave up after %v: %s: %v",
+			e.Key, e.Waited.Round(time.Millisecond), e.describe(false), e.Err)
 	}
-	s := fmt.Sprintf("lease: key %q is held", e.Key)
+	return "lease: " + e.describe(true)
+}
+
+// describe says who holds the key; remaining leaves out the holder's
+// remaining TTL, stale in a later report.
+func (e *HeldError) describe(remaining bool) string {
+	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
+		return fmt.Sprintf("key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
+	}
+	s := fmt.Sprintf("key %q is held", e.Key)
 	if e.Self {
-		s = fmt.Sprintf("lease: key %q is already held by this client", e.Key)
+		s = fmt.Sprintf("key %q is already held by this client", e.Key)
 		if e.Holder != "" {
-			s += fmt.Sprintf(" (as %q)", e.Holder)
+			s += fmt.Sprintf(" as %q", e.Holder)
 		}
 	} else if e.Holder != "" {
 		s += fmt.Sprintf(" by %q", e.Holder)
@@ -65,7 +83,7 @@ func (e *HeldError) Error() string {
 	if e.Fence != 0 {
 		s += fmt.Sprintf(" (fence %d)", e.Fence)
 	}
-	if e.Remaining > 0 {
+	if remaining && e.Remaining > 0 {
 		s += fmt.Sprintf(", %v left", e.Remaining.Round(time.Millisecond))
 	}
 	if e.Queued > 0 {
@@ -76,6 +94,10 @@ func (e *HeldError) Error() string {
 
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Unwrap returns Err: an Acquire that gave up also matches ctx's error
+// (context.DeadlineExceeded or context.Canceled).
+func (e *HeldError) Unwrap() error { return e.Err }
 
 // InvalidError describes invalid input. It matches ErrInvalid.
 type InvalidError struct {

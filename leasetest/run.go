@@ -82,6 +82,7 @@ var cases = []struct {
 	{"Do", testDo},
 	{"DoPanic", testDoPanic},
 	{"AcquireOwnKey", testAcquireOwnKey},
+	{"AcquireGiveUp", testAcquireGiveUp},
 	{"CloseReleases", testCloseReleases},
 	{"InvalidInput", testInvalidInput},
 	{"BatchRenew", testBatchRenew},
