@@ -24,7 +24,7 @@ type Client struct {
 	limits Limits
 	def    params        // client-wide lease settings, before per-acquire options
 	idle   time.Duration // the longest the heartbeat sleeps: the default renew interval
-	obs    Observer
+	obs    []Observer    // in the order WithObserver gave them
 	log    *slog.Logger
 	clock  Clock
 	hub    *hub
@@ -65,7 +65,7 @@ func New(store Store, opts ...Option) (*Client, error) {
 	c := &Client{
 		store:  store,
 		def:    cfg.params,
-		obs:    cfg.observer,
+		obs:    cfg.observers,
 		log:    cfg.logger,
 		clock:  cfg.clock,
 		leases: make(map[*Lease]struct{}),
@@ -146,7 +146,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 	if err != nil {
 		return nil, err
 	}
-	return c.try(ctx, key, p, c.clock.Now())
+	start := c.clock.Now()
+	l, err := c.try(ctx, key, p, start)
+	if err != nil {
+		return nil, c.failed(key, p, start, err)
+	}
+	return l, nil
 }
 
 // Acquire acquires key, waiting while another holder has it, until ctx ends
@@ -176,15 +181,25 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 	if err != nil {
 		return nil, err
 	}
+	start := c.clock.Now()
+	l, err := c.acquire(ctx, key, p, start)
+	if err != nil {
+		return nil, c.failed(key, p, start, err)
+	}
+	return l, nil
+}
+
+// acquire is Acquire after its input was checked.
+func (c *Client) acquire(ctx context.Context, key string, p params, start time.Time) (*Lease, error) {
 	if err := c.own(key); err != nil {
 		return nil, err
 	}
-	start := c.clock.Now()
 	// In FIFO mode the token is the waiter's place in the queue: it stays
 	// the same across attempts and is released (leaving the queue, or
 	// freeing a lease whose grant we did not see) when Acquire gives up.
 	var queued Request
 	if c.fifo {
+		var err error
 		if queued, err = c.request(key, p, true); err != nil {
 			return nil, err
 		}
@@ -564,19 +579,48 @@ func (c *Client) spawn(f func()) {
 }
 
 // unlockEmit releases c.mu, which the caller holds, and delivers evs to the
-// observer. Taking emitMu before releasing c.mu keeps events in the order in
+// observers. Taking emitMu before releasing c.mu keeps events in the order in
 // which they were decided under c.mu.
 func (c *Client) unlockEmit(evs ...Event) {
-	if c.obs == nil || len(evs) == 0 {
+	if len(c.obs) == 0 || len(evs) == 0 {
 		c.mu.Unlock()
 		return
 	}
 	c.emitMu.Lock()
 	c.mu.Unlock()
 	defer c.emitMu.Unlock()
-	for _, e := range evs {
-		c.obs.Observe(e)
+	c.deliver(evs)
+}
+
+// emit delivers ev, which no state change under c.mu decided, to the observers.
+func (c *Client) emit(ev Event) {
+	if len(c.obs) == 0 {
+		return
 	}
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
+	c.deliver([]Event{ev})
+}
+
+// deliver passes each event to every observer; the caller holds emitMu.
+func (c *Client) deliver(evs []Event) {
+	for _, e := range evs {
+		for _, o := range c.obs {
+			o.Observe(e)
+		}
+	}
+}
+
+// failed reports a failed acquisition of key, started at start, to the
+// observers and returns err. Invalid input is not reported: it is the
+// caller's bug, rejected before any attempt.
+func (c *Client) failed(key string, p params, start time.Time, err error) error {
+	if len(c.obs) == 0 || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	now := c.clock.Now()
+	c.emit(Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err})
+	return err
 }
 
 func newToken() (string, error) {

@@ -93,6 +93,16 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 		return nil, err
 	}
 	start := c.clock.Now()
+	l, err := s.acquire(ctx, start)
+	if err != nil {
+		return nil, c.failed(key, s.p, start, err)
+	}
+	return l, nil
+}
+
+// acquire is AcquireSemaphore's loop.
+func (s *semaphore) acquire(ctx context.Context, start time.Time) (*Lease, error) {
+	c, key := s.c, s.key
 	w := c.hub.register("", s.slots...)
 	defer c.hub.unregister(w)
 	var transient int
@@ -141,8 +151,12 @@ func (c *Client) TrySemaphore(ctx context.Context, key string, n int, opts ...Ac
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := s.try(ctx, c.clock.Now())
-	return l, err
+	start := c.clock.Now()
+	l, _, err := s.try(ctx, start)
+	if err != nil {
+		return nil, c.failed(key, s.p, start, err)
+	}
+	return l, nil
 }
 
 // try makes one attempt at every slot, from a random one on, and returns the

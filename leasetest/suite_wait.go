@@ -201,12 +201,14 @@ func (e *env) wantGaveUp(err, cause error, key, holder string, fence uint64, wai
 
 // testAcquireGiveUp: an Acquire (or AcquireSemaphore) that gives up when its
 // ctx ends on a held key returns an error matching both the ctx's error and
-// lease.ErrHeld, saying who held the key and how long it waited.
+// lease.ErrHeld, saying who held the key and how long it waited, and emits
+// an EventAcquireFailed with that error.
 func testAcquireGiveUp(e *env) {
 	holder := "giveup-holder-" + randHex(4)
 	ca := e.client(e.store(), lease.WithHolder(holder))
 	fb := e.faulty()
-	cb := e.client(fb)
+	rec := &Recorder{}
+	cb := e.client(fb, lease.WithObserver(rec))
 	key := e.key("giveup")
 	la := e.tryAcquire(ca, key)
 
@@ -219,6 +221,15 @@ func testAcquireGiveUp(e *env) {
 		e.t.Fatalf("Acquire of a held key returned a lease (fence %d)", l.Fence())
 	}
 	e.wantGaveUp(err, context.DeadlineExceeded, key, holder, la.Fence(), timeout)
+	ev, _, ok := rec.Find(0, 5*time.Second, Kind(key, lease.EventAcquireFailed))
+	switch {
+	case !ok:
+		e.t.Errorf("no EventAcquireFailed for the Acquire that timed out")
+	case ev.Err != err:
+		e.t.Errorf("EventAcquireFailed.Err = %v, want the error Acquire returned (%v)", ev.Err, err)
+	case ev.Wait < timeout*9/10:
+		e.t.Errorf("EventAcquireFailed.Wait = %v, want about %v", ev.Wait, timeout)
+	}
 
 	// A cancellation, once the store has refused the first attempt.
 	ctx, cancel = context.WithCancel(e.ctx)
