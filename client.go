@@ -525,14 +525,17 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 // own returns the refusal of an acquisition of key while a lease of c holds
 // it (a *HeldError with Self set), or nil.
 func (c *Client) own(key string) error {
-	now := c.clock.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	l := c.byKey[key]
 	if l == nil {
+		c.mu.Unlock()
 		return nil
 	}
-	return &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Remaining: max(l.deadline.Sub(now), 0), Self: true}
+	he := &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true}
+	deadline := l.deadline
+	c.mu.Unlock()
+	he.Remaining = max(deadline.Sub(c.clock.Now()), 0)
+	return he
 }
 
 // forgetLocked removes l from the held leases; the caller holds c.mu.

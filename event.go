@@ -80,10 +80,10 @@ type Event struct {
 
 // Observer receives lease events, for metrics and tracing. Observe is called
 // synchronously from the Client's goroutines (and, for EventAcquireFailed,
-// from the failed call), in order for each lease, and
-// must not block or call back into the Client. It is called outside the
-// Client's lock, after the state change it reports: a lost lease's Done
-// channel may close (and its Err be set) before its EventLost is observed.
+// from the failed call), in order for each lease, and must not block or
+// call back into the Client. It is called outside the Client's lock, after
+// the state change it reports: a lost lease's Done channel may close (and
+// its Err be set) before its EventLost is observed.
 type Observer interface {
 	Observe(Event)
 }
