@@ -45,7 +45,9 @@ type HeldError struct {
 	// Self reports that the holder is the very Client that was asked: one of
 	// its own leases holds the key. Leases are not reentrant, so Acquire
 	// returns this at once instead of waiting for itself. Holder, Fence and
-	// Remaining are then those of the Client's lease.
+	// Remaining are then those of the Client's lease. When two goroutines of
+	// a Client race for a free key, the loser's TryAcquire may get the
+	// store's refusal without Self: the winner's grant was not in yet.
 	Self bool
 	// Err is set when Acquire (or AcquireSemaphore) gave up waiting because
 	// its ctx ended: it is ctx's error, which the HeldError then also
