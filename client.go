@@ -24,13 +24,14 @@ type Client struct {
 	limits Limits
 	def    params        // client-wide lease settings, before per-acquire options
 	idle   time.Duration // the longest the heartbeat sleeps: the default renew interval
-	obs    Observer
+	obs    []Observer    // in the order WithObserver gave them
 	log    *slog.Logger
 	clock  Clock
 	hub    *hub
 
 	mu       sync.Mutex
 	leases   map[*Lease]struct{}            // held leases
+	byKey    map[string]*Lease              // held leases by key: a Client holds a key once
 	lost     map[<-chan struct{}]*lostWatch // one watch per Grant.Lost channel (lost.go)
 	closed   bool                           // no new leases
 	draining bool                           // Close is waiting for goroutines: run work inline
@@ -64,10 +65,11 @@ func New(store Store, opts ...Option) (*Client, error) {
 	c := &Client{
 		store:  store,
 		def:    cfg.params,
-		obs:    cfg.observer,
+		obs:    cfg.observers,
 		log:    cfg.logger,
 		clock:  cfg.clock,
 		leases: make(map[*Lease]struct{}),
+		byKey:  make(map[string]*Lease),
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 	}
@@ -133,16 +135,28 @@ func (c *Client) validKey(key string) error {
 // TryAcquire acquires key if it is free and returns at once otherwise, with
 // an error matching ErrHeld (a *HeldError telling who holds it, when the
 // store can tell).
+//
+// Leases are not reentrant: a key this Client already holds is refused at
+// once, without a round trip, with a *HeldError whose Self is set (from
+// TryAcquire, Acquire and Do alike). Goroutines that share a Client share
+// its leases: to exclude each other they need a lock of their own. A
+// semaphore's slots are separate keys, so a Client may hold several slots.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return c.try(ctx, key, p, c.clock.Now())
+	start := c.clock.Now()
+	l, err := c.try(ctx, key, p, start)
+	if err != nil {
+		return nil, c.failed(key, p, start, err)
+	}
+	return l, nil
 }
 
 // Acquire acquires key, waiting while another holder has it, until ctx ends
-// or the Client is closed (ErrClosed). It never busy-polls: it wakes on the
+// or the Client is closed (ErrClosed); a key this Client holds is refused at
+// once (see TryAcquire). It never busy-polls: it wakes on the
 // store's release announcement when the store is a Notifier, and otherwise
 // when the holder's TTL would run out.
 //
@@ -152,6 +166,11 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // one token for the whole wait, refreshes its place in the queue at least
 // every renew interval, and leaves the queue when it gives up. WithFIFO(false)
 // turns this off: waiters then race.
+//
+// When ctx ends, Acquire returns a *HeldError matching both ErrHeld and
+// ctx's error: the last refusal (who held the key, with which fence), how
+// long it waited (Waited) and ctx's error (Err). If the store refused no
+// attempt by then, the error matches ctx's error only.
 //
 // When ctx ends during a store call, Acquire lets that call finish (for at
 // most min(renew interval, 1s)) before it leaves the queue, so that a write
@@ -163,11 +182,24 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		return nil, err
 	}
 	start := c.clock.Now()
+	l, err := c.acquire(ctx, key, p, start)
+	if err != nil {
+		return nil, c.failed(key, p, start, err)
+	}
+	return l, nil
+}
+
+// acquire is Acquire after its input was checked.
+func (c *Client) acquire(ctx context.Context, key string, p params, start time.Time) (*Lease, error) {
+	if err := c.own(key); err != nil {
+		return nil, err
+	}
 	// In FIFO mode the token is the waiter's place in the queue: it stays
 	// the same across attempts and is released (leaving the queue, or
 	// freeing a lease whose grant we did not see) when Acquire gives up.
 	var queued Request
 	if c.fifo {
+		var err error
 		if queued, err = c.request(key, p, true); err != nil {
 			return nil, err
 		}
@@ -220,6 +252,7 @@ func (c *Client) leaveQueue(req Request) {
 // race (each attempt then has a new token).
 func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, lw *lazyWaiter, queued Request) (*Lease, error) {
 	var transient int
+	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
 		// The subscription is made before an attempt, so that a release
 		// after the attempt reaches the waiter; but not before the first
@@ -247,16 +280,18 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 		var sleep time.Duration
 		var held *HeldError
 		switch {
+		case errors.As(err, &held) && held.Self:
+			return nil, err // another goroutine's acquisition won meanwhile
 		case errors.As(err, &held):
-			transient = 0
+			transient, last = 0, held
 			// Queued counts the live waiters ahead of our token: none
 			// means we are the head of the key's queue.
 			sleep = waitFor(held.Remaining, p, !(queued.Queue && held.Queued == 0))
 		case errors.Is(err, ErrHeld):
-			transient = 0
+			transient, last = 0, &HeldError{Key: key}
 			sleep = waitFor(0, p, true)
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("lease: acquire %q: %w", key, ctx.Err())
+			return nil, c.gaveUp(key, last, start, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
 			return nil, err
 		default:
@@ -276,9 +311,26 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 			continue // the subscription was (re)established: look again at once
 		}
 		if err := c.pause(ctx, sleep, lw.get()); err != nil {
-			return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+			if errors.Is(err, ErrClosed) {
+				return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
+			}
+			return nil, c.gaveUp(key, last, start, err)
 		}
 	}
+}
+
+// gaveUp returns the error of an acquisition of key, started at start, that
+// gave up waiting because its ctx ended with cause: the last refusal, with
+// the wait and the cause, so that it matches both ErrHeld and cause. Without
+// a refusal it is cause, wrapped.
+func (c *Client) gaveUp(key string, last *HeldError, start time.Time, cause error) error {
+	waited := c.clock.Now().Sub(start)
+	if last == nil {
+		return fmt.Errorf("lease: acquire %q: gave up after %v: %w", key, waited.Round(time.Millisecond), cause)
+	}
+	he := *last
+	he.Key, he.Err, he.Waited = key, cause, waited
+	return &he
 }
 
 // pause sleeps for d or until w is woken (a release was announced); it
@@ -301,7 +353,9 @@ func (c *Client) pause(ctx context.Context, d time.Duration, w *waiter) error {
 // releases it. fn's ctx is cancelled when ctx ends or the lease is lost. Do
 // returns fn's error, joined with the release error if there is one; when
 // fn succeeded but the lease was lost meanwhile, the error matches ErrLost.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) error {
+// If fn panics, Do releases the lease and the panic goes on with its value:
+// a caller that recovers (net/http does) leaves nothing held.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
 		return Invalid("function", "nil")
 	}
@@ -311,13 +365,15 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
-	ferr := fn(fctx, l)
-	stop()
-	cancel(nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
-	defer rcancel()
-	rerr := l.Release(rctx)
-	return errors.Join(ferr, rerr)
+	// Deferred, so that it also runs while fn's panic (or Goexit) unwinds.
+	defer func() {
+		stop()
+		cancel(nil)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
+		defer rcancel()
+		err = errors.Join(err, l.Release(rctx))
+	}()
+	return fn(fctx, l)
 }
 
 // Inspect reports who holds key, as the store sees it.
@@ -413,6 +469,9 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 	if c.isClosed() {
 		return nil, ErrClosed, false
 	}
+	if err := c.own(req.Key); err != nil {
+		return nil, err, false
+	}
 	sent := c.clock.Now()
 	// The call may outlive ctx by a grace (see graceCtx): the caller undoes
 	// a write it did not see (leaveQueue, cleanup) only after the write.
@@ -420,7 +479,15 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 	g, err := c.store.Acquire(sctx, req)
 	stop()
 	if err != nil {
-		if errors.Is(err, ErrHeld) || errors.Is(err, ErrInvalid) {
+		if errors.Is(err, ErrHeld) {
+			// Refused because another goroutine's acquisition of the key
+			// won meanwhile: say so when it is known by now.
+			if own := c.own(req.Key); own != nil {
+				return nil, own, false
+			}
+			return nil, err, false
+		}
+		if errors.Is(err, ErrInvalid) {
 			return nil, err, false
 		}
 		// The write may have reached the store even though we saw an error
@@ -437,6 +504,7 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		return nil, ErrClosed, true
 	}
 	c.leases[l] = struct{}{}
+	c.byKey[req.Key] = l
 	var watch *lostWatch
 	if g.Lost != nil {
 		watch = c.watchLostLocked(l, g.Lost)
@@ -452,6 +520,30 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
 	}
 	return l, nil, false
+}
+
+// own returns the refusal of an acquisition of key while a lease of c holds
+// it (a *HeldError with Self set), or nil.
+func (c *Client) own(key string) error {
+	c.mu.Lock()
+	l := c.byKey[key]
+	if l == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	he := &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true}
+	deadline := l.deadline
+	c.mu.Unlock()
+	he.Remaining = max(deadline.Sub(c.clock.Now()), 0)
+	return he
+}
+
+// forgetLocked removes l from the held leases; the caller holds c.mu.
+func (c *Client) forgetLocked(l *Lease) {
+	delete(c.leases, l)
+	if c.byKey[l.req.Key] == l {
+		delete(c.byKey, l.req.Key)
+	}
 }
 
 func (c *Client) isClosed() bool {
@@ -490,19 +582,48 @@ func (c *Client) spawn(f func()) {
 }
 
 // unlockEmit releases c.mu, which the caller holds, and delivers evs to the
-// observer. Taking emitMu before releasing c.mu keeps events in the order in
+// observers. Taking emitMu before releasing c.mu keeps events in the order in
 // which they were decided under c.mu.
 func (c *Client) unlockEmit(evs ...Event) {
-	if c.obs == nil || len(evs) == 0 {
+	if len(c.obs) == 0 || len(evs) == 0 {
 		c.mu.Unlock()
 		return
 	}
 	c.emitMu.Lock()
 	c.mu.Unlock()
 	defer c.emitMu.Unlock()
-	for _, e := range evs {
-		c.obs.Observe(e)
+	c.deliver(evs)
+}
+
+// emit delivers ev, which no state change under c.mu decided, to the observers.
+func (c *Client) emit(ev Event) {
+	if len(c.obs) == 0 {
+		return
 	}
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
+	c.deliver([]Event{ev})
+}
+
+// deliver passes each event to every observer; the caller holds emitMu.
+func (c *Client) deliver(evs []Event) {
+	for _, e := range evs {
+		for _, o := range c.obs {
+			o.Observe(e)
+		}
+	}
+}
+
+// failed reports a failed acquisition of key, started at start, to the
+// observers and returns err. Invalid input is not reported: it is the
+// caller's bug, rejected before any attempt.
+func (c *Client) failed(key string, p params, start time.Time, err error) error {
+	if len(c.obs) == 0 || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	now := c.clock.Now()
+	c.emit(Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err})
+	return err
 }
 
 func newToken() (string, error) {

@@ -508,6 +508,114 @@ func TestHeldErrorTellsHolder(t *testing.T) {
 	}
 }
 
+// TestAcquireGaveUpSaysWhoHeld: an Acquire whose ctx ends while it waits
+// returns the last refusal with the wait and the cause, matching both.
+func TestAcquireGaveUpSaysWhoHeld(t *testing.T) {
+	f := newFixture(t)
+	other := f.other(t)
+	if _, err := other.TryAcquire(context.Background(), "job", lease.WithTTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.c.Acquire(ctx, "job")
+		done <- err
+	}()
+	for f.clk.Timers() < 3 { // both heartbeats and the waiter asleep
+		time.Sleep(time.Millisecond)
+	}
+	f.clk.Advance(1500 * time.Millisecond) // less than the waiter's sleep
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not return after its ctx was cancelled")
+	}
+	want := `lease: acquire "job": gave up after 1.5s: key "job" is held by "other:2" (fence 1): context canceled`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Acquire = %v, want %s", err, want)
+	}
+	var he *lease.HeldError
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrHeld) || !errors.As(err, &he) {
+		t.Fatalf("Acquire = %v, want a *HeldError matching ErrHeld and context.Canceled", err)
+	}
+	if he.Waited != 1500*time.Millisecond || he.Holder != "other:2" || he.Fence != 1 || he.Self {
+		t.Errorf("HeldError = %+v", *he)
+	}
+}
+
+// TestOwnKeyRefusedToWaitingSibling: two goroutines of one Client wait for
+// a key another client holds; once it is released one of them gets it, and
+// the other is refused when it looks again (HeldError.Self) instead of
+// waiting for its own Client's lease until its ctx ends.
+func TestOwnKeyRefusedToWaitingSibling(t *testing.T) {
+	mem := memlease.New()
+	defer mem.Close()
+	newClient := func(holder string) *lease.Client {
+		c, err := lease.New(mem.Handle(), lease.WithTTL(300*time.Millisecond), lease.WithHolder(holder))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c, other, probe := newClient("me"), newClient("other"), newClient("probe")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := other.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			l, err := c.Acquire(ctx, "job")
+			results <- result{l, err}
+		}()
+	}
+	// Both queued behind the holder.
+	for {
+		var he *lease.HeldError
+		if _, err := probe.TryAcquire(ctx, "job"); !errors.As(err, &he) {
+			t.Fatalf("probe TryAcquire = %v, want a HeldError", err)
+		} else if he.Queued >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var won *lease.Lease
+	var refused error
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				won = r.l
+			} else {
+				refused = r.err
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter of the Client that got the key is still waiting 10s after the release")
+		}
+	}
+	var he *lease.HeldError
+	if won == nil || !errors.As(refused, &he) || !he.Self || he.Fence != won.Fence() {
+		t.Fatalf("after the release: lease %v and error %v; want one lease and a HeldError with Self and its fence", won, refused)
+	}
+	if errors.Is(refused, context.DeadlineExceeded) {
+		t.Errorf("the refused sibling's error %v matches DeadlineExceeded", refused)
+	}
+}
+
 func TestAcquireWakesOnReleaseNotTimer(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,7 +9,8 @@ import (
 // Sentinel errors. Compare with errors.Is: the errors returned carry more
 // detail (the key, the holder, the cause) and wrap these.
 var (
-	// ErrHeld: the key is held by someone else. The error is a *HeldError.
+	// ErrHeld: the key is held by another holder, or by another lease of the
+	// same Client (HeldError.Self). The error is a *HeldError.
 	ErrHeld = errors.New("lease: held by another holder")
 	// ErrLost: the lease was lost while held (renewals failed until the local
 	// deadline, the store no longer had our token, or the store's session died).
@@ -25,7 +26,8 @@ var (
 	ErrClosed = errors.New("lease: client closed")
 )
 
-// HeldError is returned when a key is held by someone else. It matches ErrHeld.
+// HeldError is returned when a key is held, by someone else or by the Client
+// that asked. It matches ErrHeld.
 type HeldError struct {
 	// Key is the lease name.
 	Key string
@@ -40,20 +42,50 @@ type HeldError struct {
 	// waiters, see Queuer); a free key with waiters queued is reserved for
 	// them.
 	Queued int
+	// Self reports that the holder is the very Client that was asked: one of
+	// its own leases holds the key. Leases are not reentrant, so Acquire
+	// returns this at once instead of waiting for itself. Holder, Fence and
+	// Remaining are then those of the Client's lease. When two goroutines of
+	// a Client race for a free key, the loser's TryAcquire may get the
+	// store's refusal without Self: the winner's grant was not in yet.
+	Self bool
+	// Err is set when Acquire (or AcquireSemaphore) gave up waiting because
+	// its ctx ended: it is ctx's error, which the HeldError then also
+	// matches, and the other fields describe the last refusal the store
+	// gave. An Acquire that ends before any refusal returns ctx's error
+	// without a HeldError: it cannot tell that the key was held.
+	Err error
+	// Waited is how long Acquire waited before it gave up (with Err).
+	Waited time.Duration
 }
 
 func (e *HeldError) Error() string {
-	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
-		return fmt.Sprintf("lease: key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
+	if e.Err != nil {
+		return fmt.Sprintf("lease: acquire %q: gave up after %v: %s: %v",
+			e.Key, e.Waited.Round(time.Millisecond), e.describe(false), e.Err)
 	}
-	s := fmt.Sprintf("lease: key %q is held", e.Key)
-	if e.Holder != "" {
+	return "lease: " + e.describe(true)
+}
+
+// describe says who holds the key; remaining leaves out the holder's
+// remaining TTL, stale in a later report.
+func (e *HeldError) describe(remaining bool) string {
+	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
+		return fmt.Sprintf("key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
+	}
+	s := fmt.Sprintf("key %q is held", e.Key)
+	if e.Self {
+		s = fmt.Sprintf("key %q is already held by this client", e.Key)
+		if e.Holder != "" {
+			s += fmt.Sprintf(" as %q", e.Holder)
+		}
+	} else if e.Holder != "" {
 		s += fmt.Sprintf(" by %q", e.Holder)
 	}
 	if e.Fence != 0 {
 		s += fmt.Sprintf(" (fence %d)", e.Fence)
 	}
-	if e.Remaining > 0 {
+	if remaining && e.Remaining > 0 {
 		s += fmt.Sprintf(", %v left", e.Remaining.Round(time.Millisecond))
 	}
 	if e.Queued > 0 {
@@ -64,6 +96,10 @@ func (e *HeldError) Error() string {
 
 // Is reports whether target is ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Unwrap returns Err: an Acquire that gave up also matches ctx's error
+// (context.DeadlineExceeded or context.Canceled).
+func (e *HeldError) Unwrap() error { return e.Err }
 
 // InvalidError describes invalid input. It matches ErrInvalid.
 type InvalidError struct {

@@ -5,7 +5,8 @@ import "time"
 // EventKind says what an Event reports.
 type EventKind int
 
-// Event kinds, in the order a lease normally sees them.
+// Event kinds: a lease's, in the order it normally sees them, then the
+// failed acquisition, which has no lease.
 const (
 	// EventAcquired: a lease was acquired; Event.Wait is the time Acquire waited.
 	EventAcquired EventKind = iota + 1
@@ -18,6 +19,12 @@ const (
 	EventLost
 	// EventReleased: the lease was released by its holder.
 	EventReleased
+	// EventAcquireFailed: an acquisition (TryAcquire, Acquire, Do or a
+	// semaphore's) failed: the key was held, ctx ended, the Client was
+	// closed or the store failed. Event.Err is the error returned and
+	// Event.Wait the time spent; Holder is the would-be holder and Fence 0.
+	// Input rejected as invalid (ErrInvalid) is a caller's bug, not reported.
+	EventAcquireFailed
 )
 
 func (k EventKind) String() string {
@@ -32,6 +39,8 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventReleased:
 		return "released"
+	case EventAcquireFailed:
+		return "acquire_failed"
 	}
 	return "unknown"
 }
@@ -59,19 +68,22 @@ type Event struct {
 	Time time.Time
 	// Latency is the renewal round trip (EventRenewed).
 	Latency time.Duration
-	// Wait is the time spent waiting for the key (EventAcquired).
+	// Wait is the time spent waiting for the key (EventAcquired,
+	// EventAcquireFailed).
 	Wait time.Duration
 	// Reason is why the lease was lost (EventLost).
 	Reason LossReason
-	// Err is the cause (EventRenewFailed, EventLost).
+	// Err is the cause (EventRenewFailed, EventLost), or the error the
+	// acquisition returned (EventAcquireFailed).
 	Err error
 }
 
 // Observer receives lease events, for metrics and tracing. Observe is called
-// synchronously from the Client's goroutines, in order for each lease, and
-// must not block or call back into the Client. It is called outside the
-// Client's lock, after the state change it reports: a lost lease's Done
-// channel may close (and its Err be set) before its EventLost is observed.
+// synchronously from the Client's goroutines (and, for EventAcquireFailed,
+// from the failed call), in order for each lease, and must not block or
+// call back into the Client. It is called outside the Client's lock, after
+// the state change it reports: a lost lease's Done channel may close (and
+// its Err be set) before its EventLost is observed.
 type Observer interface {
 	Observe(Event)
 }

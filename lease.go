@@ -117,7 +117,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.state = stateReleased
 	l.err = ErrReleased
-	delete(c.leases, l)
+	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
 	inflight := l.inflight
 	deadline := l.deadline
@@ -186,7 +186,7 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	err := &LostError{Key: l.req.Key, Reason: reason, Err: cause}
 	l.state = stateLost
 	l.err = err
-	delete(c.leases, l)
+	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
 	l.cancel(err)
 	ev := l.event(EventLost, c.clock.Now())

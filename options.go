@@ -32,11 +32,11 @@ type params struct {
 
 type config struct {
 	params
-	observer Observer
-	logger   *slog.Logger
-	clock    Clock
-	fifo     bool
-	errs     []error
+	observers []Observer
+	logger    *slog.Logger
+	clock     Clock
+	fifo      bool
+	errs      []error
 }
 
 // Option configures a Client.
@@ -77,13 +77,16 @@ func WithDriftMargin(d time.Duration) LeaseOption {
 // "hostname:pid"). It is shown to other clients in HeldError and Inspect.
 func WithHolder(h string) LeaseOption { return func(p *params) { p.holder = h } }
 
-// WithObserver sets the Observer that receives lease events.
+// WithObserver adds an Observer that receives lease events. Observers add
+// up: given more than once (a metrics collector and a tracer, say), each
+// observer receives every event, in the order the options were given.
 func WithObserver(o Observer) Option {
 	return clientOption(func(c *config) {
 		if o == nil {
 			c.errs = append(c.errs, Invalid("observer", "nil observer"))
+			return
 		}
-		c.observer = o
+		c.observers = append(c.observers, o)
 	})
 }
 

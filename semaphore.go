@@ -84,16 +84,29 @@ func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (*semapho
 //
 // Waiting registers for the release announcements of all n slots (when the
 // store is a Notifier) and otherwise sleeps until the earliest expiry among
-// the held slots.
+// the held slots. When ctx ends, the error is a *HeldError for key matching
+// ctx's error too, as Acquire's. Slots this Client holds count as held: it
+// may hold several slots, and waits for one while it holds all n.
 func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts ...AcquireOption) (*Lease, error) {
 	s, err := c.newSemaphore(key, n, opts)
 	if err != nil {
 		return nil, err
 	}
 	start := c.clock.Now()
+	l, err := s.acquire(ctx, start)
+	if err != nil {
+		return nil, c.failed(key, s.p, start, err)
+	}
+	return l, nil
+}
+
+// acquire is AcquireSemaphore's loop.
+func (s *semaphore) acquire(ctx context.Context, start time.Time) (*Lease, error) {
+	c, key := s.c, s.key
 	w := c.hub.register("", s.slots...)
 	defer c.hub.unregister(w)
 	var transient int
+	var last *HeldError // the last refusal, for the error when ctx ends
 	for {
 		gen := c.hub.ensure(ctx)
 		l, remaining, err := s.try(ctx, start)
@@ -104,9 +117,12 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 		switch {
 		case errors.Is(err, ErrHeld):
 			transient = 0
+			if !errors.As(err, &last) {
+				last = &HeldError{}
+			}
 			sleep = waitFor(remaining, s.p, true) // semaphore waiters race for the slots
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, ctx.Err())
+			return nil, c.gaveUp(key, last, start, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
 			return nil, err
 		default:
@@ -118,7 +134,10 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 			continue
 		}
 		if err := c.pause(ctx, sleep, w); err != nil {
-			return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, err)
+			if errors.Is(err, ErrClosed) {
+				return nil, fmt.Errorf("lease: acquire semaphore %q: %w", key, err)
+			}
+			return nil, c.gaveUp(key, last, start, err)
 		}
 	}
 }
@@ -132,8 +151,12 @@ func (c *Client) TrySemaphore(ctx context.Context, key string, n int, opts ...Ac
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := s.try(ctx, c.clock.Now())
-	return l, err
+	start := c.clock.Now()
+	l, _, err := s.try(ctx, start)
+	if err != nil {
+		return nil, c.failed(key, s.p, start, err)
+	}
+	return l, nil
 }
 
 // try makes one attempt at every slot, from a random one on, and returns the

@@ -122,7 +122,9 @@ func (e *Election) Lease() *lease.Lease {
 // leader's), its Context ends when leadership is lost or resigned. If this
 // candidate already leads, Campaign returns the current lease. It returns
 // ctx's error when ctx ends, and an error matching lease.ErrClosed when the
-// Client is closed, promptly, even while waiting.
+// Client is closed, promptly, even while waiting. Candidates of one election
+// on the same Client are one holder: while another of them leads, Campaign
+// returns at once with an error matching lease.ErrHeld (HeldError.Self).
 func (e *Election) Campaign(ctx context.Context) (*lease.Lease, error) {
 	select {
 	case e.campaigning <- struct{}{}:
@@ -182,7 +184,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // Run campaigns, calls fn while this candidate leads, and campaigns again
 // after fn returns, until ctx ends; it then returns ctx's error. It returns
 // early only with an error Campaign cannot retry (the Client closed: a match
-// for lease.ErrClosed; invalid options: lease.ErrInvalid).
+// for lease.ErrClosed; invalid options: lease.ErrInvalid; another candidate
+// on the same Client leads: lease.ErrHeld).
 //
 // fn's leaderCtx is cancelled when leadership is lost (context.Cause tells
 // why: an error matching lease.ErrLost) or ctx ends; fn must then stop
@@ -191,7 +194,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // which cancels leaderCtx first: the Client reports a loss at its local
 // deadline, before the store can let another candidate in. When fn returns
 // on its own while still leading, Run releases leadership and campaigns
-// again (it may win at once). LeaseFrom(leaderCtx) returns the term's lease:
+// again (it may win at once). If fn panics, Run releases leadership before
+// the panic goes on with its value. LeaseFrom(leaderCtx) returns the term's lease:
 // pass its Fence to the resources the leader writes, so that a paused
 // ex-leader's late writes are rejected.
 func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) error {

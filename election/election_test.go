@@ -284,3 +284,33 @@ func TestLeaderContext(t *testing.T) {
 		t.Errorf("Run: %v after %d terms, want context.Canceled after 2", err, terms)
 	}
 }
+
+// TestCandidatesOfOneClientAreOneHolder: a second candidate of the same
+// election on the same Client is refused at once while the first leads,
+// instead of waiting for its own Client's lease.
+func TestCandidatesOfOneClientAreOneHolder(t *testing.T) {
+	root := memlease.New()
+	defer root.Close()
+	c := memClient(t, root)
+	ctx := ctxFor(t, 10*time.Second)
+	first, err := election.New(c, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := election.New(c, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := first.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.Campaign(ctx)
+	var he *lease.HeldError
+	if !errors.As(err, &he) || !he.Self || he.Fence != l.Fence() || ctx.Err() != nil {
+		t.Fatalf("second candidate's Campaign = %v, want at once a HeldError with Self and fence %d", err, l.Fence())
+	}
+	if err := second.Run(ctx, func(context.Context) {}); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("second candidate's Run = %v, want ErrHeld", err)
+	}
+}

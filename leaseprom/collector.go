@@ -3,6 +3,9 @@
 package leaseprom
 
 import (
+	"context"
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasekit/lease"
@@ -28,6 +31,7 @@ type Collector struct {
 	keyLabel bool
 
 	acquired  *prometheus.CounterVec
+	acqFailed *prometheus.CounterVec
 	released  *prometheus.CounterVec
 	lost      *prometheus.CounterVec
 	renewals  *prometheus.CounterVec
@@ -93,6 +97,8 @@ func New(opts ...Option) *Collector {
 	c := &Collector{
 		keyLabel: cfg.keyLabel,
 		acquired: counter("lease_acquired_total", "Leases acquired."),
+		acqFailed: counter("lease_acquire_failed_total",
+			"Acquisitions that failed, by reason (held, timeout, canceled, closed, error).", "reason"),
 		released: counter("lease_released_total", "Leases released by their holder."),
 		lost:     counter("lease_lost_total", "Leases lost while held, by reason (deadline, not_held, session).", "reason"),
 		renewals: counter("lease_renewals_total", "Successful heartbeat renewals."),
@@ -117,12 +123,15 @@ func New(opts ...Option) *Collector {
 		for _, r := range []lease.LossReason{lease.LossDeadline, lease.LossNotHeld, lease.LossSession} {
 			c.lost.WithLabelValues(string(r))
 		}
+		for _, r := range failReasons {
+			c.acqFailed.WithLabelValues(r)
+		}
 	}
 	return c
 }
 
 func (c *Collector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.acquired, c.released, c.lost, c.renewals, c.failures, c.heartbeat, c.wait, c.held}
+	return []prometheus.Collector{c.acquired, c.acqFailed, c.released, c.lost, c.renewals, c.failures, c.heartbeat, c.wait, c.held}
 }
 
 // Describe implements prometheus.Collector.
@@ -162,5 +171,26 @@ func (c *Collector) Observe(e lease.Event) {
 	case lease.EventReleased:
 		c.released.WithLabelValues(lv...).Inc()
 		c.held.WithLabelValues(lv...).Dec()
+	case lease.EventAcquireFailed:
+		c.acqFailed.WithLabelValues(append(lv, failReason(e.Err))...).Inc()
 	}
+}
+
+// failReasons are the reason labels of lease_acquire_failed_total.
+var failReasons = []string{"held", "timeout", "canceled", "closed", "error"}
+
+// failReason is the reason label of a failed acquisition's error. An
+// Acquire that gave up matches both ErrHeld and ctx's error: ctx's wins.
+func failReason(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, lease.ErrHeld):
+		return "held"
+	case errors.Is(err, lease.ErrClosed):
+		return "closed"
+	}
+	return "error"
 }

@@ -237,9 +237,67 @@ func TestScrapeShowsEveryMetricFromTheStart(t *testing.T) {
 		"lease_acquired_total 0", `lease_lost_total{reason="deadline"} 0`, "lease_released_total 0",
 		"lease_renewals_total 0", "lease_renew_failures_total 0", "lease_held 0",
 		"lease_heartbeat_latency_seconds_count 0", "lease_acquire_wait_seconds_count 0",
+		`lease_acquire_failed_total{reason="timeout"} 0`,
 	} {
 		if !strings.Contains(out, name) {
 			t.Errorf("scrape lacks %q:\n%s", name, out)
 		}
+	}
+}
+
+// TestCollectorCountsFailedAcquisitions: each failed acquisition counts once
+// under its reason; invalid input does not count.
+func TestCollectorCountsFailedAcquisitions(t *testing.T) {
+	c := leaseprom.New()
+	mem := memlease.New()
+	defer mem.Close()
+	client, err := lease.New(mem.Handle(), lease.WithObserver(c), lease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	other, err := lease.New(mem.Handle(), lease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	if _, err := other.TryAcquire(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.TryAcquire(ctx, "k"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("TryAcquire of a held key = %v", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := client.Acquire(tctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with a timeout = %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := client.Acquire(cctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a cancelled ctx = %v", err)
+	}
+	if _, err := client.TryAcquire(ctx, ""); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("TryAcquire of an empty key = %v", err)
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.TryAcquire(ctx, "k2"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("TryAcquire after Close = %v", err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lease_acquire_failed_total Acquisitions that failed, by reason (held, timeout, canceled, closed, error).
+# TYPE lease_acquire_failed_total counter
+lease_acquire_failed_total{reason="canceled"} 1
+lease_acquire_failed_total{reason="closed"} 1
+lease_acquire_failed_total{reason="error"} 0
+lease_acquire_failed_total{reason="held"} 1
+lease_acquire_failed_total{reason="timeout"} 1
+`), "lease_acquire_failed_total"); err != nil {
+		t.Error(err)
 	}
 }

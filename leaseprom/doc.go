@@ -9,6 +9,8 @@
 // Metrics (all prefixed "lease_"):
 //
 //	lease_acquired_total                   counter    leases acquired
+//	lease_acquire_failed_total{reason}     counter    acquisitions that failed; reason is held, timeout,
+//	                                                  canceled, closed or error (invalid input is not counted)
 //	lease_released_total                   counter    leases released by their holder
 //	lease_lost_total{reason}               counter    leases lost; reason is deadline, not_held or session
 //	lease_renewals_total                   counter    successful heartbeat renewals

@@ -377,3 +377,141 @@ func testInspect(e *env) {
 		e.t.Errorf("released key: Inspect = %+v, want not held", info)
 	}
 }
+
+// panicValue is what the panic subtests' functions panic with: a pointer, so
+// that only the very value is recognised.
+type panicValue struct{ where string }
+
+// catch calls f and returns what it panicked with (nil if it returned).
+func catch(f func()) (recovered any) {
+	defer func() { recovered = recover() }()
+	f()
+	return nil
+}
+
+// testDoPanic: when Do's fn panics, Do releases the key (and stops renewing
+// it) before the panic goes on, with its original value, to a caller that
+// recovers (as net/http does).
+func testDoPanic(e *env) {
+	c, other := e.client(e.store()), e.client(e.store())
+	key := e.key("do-panic")
+	want := &panicValue{"Do"}
+	var held *lease.Lease
+	got := catch(func() {
+		_ = c.Do(e.ctx, key, func(_ context.Context, l *lease.Lease) error {
+			held = l
+			panic(want)
+		})
+	})
+	if got != want {
+		e.t.Fatalf("Do's caller recovered %v, want fn's panic value %v", got, want)
+	}
+	if held == nil {
+		e.t.Fatalf("Do did not run fn")
+	}
+	if err := held.Err(); !errors.Is(err, lease.ErrReleased) {
+		e.t.Errorf("after fn panicked: lease Err() = %v, want ErrReleased", err)
+	}
+	if !closed(held.Done()) {
+		e.t.Errorf("after fn panicked: the lease's Done is not closed")
+	}
+	// Another client gets the key at once: it was released, not left to expire.
+	l, err := other.TryAcquire(e.ctx, key)
+	if err != nil {
+		e.t.Fatalf("TryAcquire by another client after Do's fn panicked: %v (the key was not released)", err)
+	}
+	if l.Fence() <= held.Fence() {
+		e.t.Errorf("fence after the panic %d, want > %d", l.Fence(), held.Fence())
+	}
+}
+
+// wantOwn checks that err says key is held by this very client, by the
+// lease l.
+func (e *env) wantOwn(err error, what string, l *lease.Lease) {
+	e.t.Helper()
+	var he *lease.HeldError
+	if !errors.Is(err, lease.ErrHeld) || !errors.As(err, &he) {
+		e.t.Errorf("%s: error = %v, want a *lease.HeldError matching lease.ErrHeld", what, err)
+		return
+	}
+	if !he.Self || he.Key != l.Key() || he.Fence != l.Fence() || he.Holder != l.Holder() {
+		e.t.Errorf("%s: HeldError = %+v, want Self with key %q, fence %d, holder %q", what, *he, l.Key(), l.Fence(), l.Holder())
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		e.t.Errorf("%s: error %v matches a ctx error: it must not wait for its ctx", what, err)
+	}
+}
+
+// testAcquireOwnKey: a Client asking for a key it holds is refused at once,
+// told that it is its own (leases are not reentrant), and the lease it holds
+// is untouched; a semaphore's holder may still take more of its slots.
+func testAcquireOwnKey(e *env) {
+	holder := "own-" + randHex(4)
+	c, other := e.client(e.store(), lease.WithHolder(holder)), e.client(e.store())
+	key := e.key("own")
+	l := e.tryAcquire(c, key)
+
+	l2, err := c.TryAcquire(e.ctx, key)
+	if l2 != nil {
+		e.t.Fatalf("TryAcquire of a key the client holds returned a second lease (fence %d)", l2.Fence())
+	}
+	e.wantOwn(err, "TryAcquire of a key the client holds", l)
+
+	// Acquire must not wait: before, it waited for its ctx to end.
+	timeout := 20 * e.ttl
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	start := time.Now()
+	l2, err = c.Acquire(ctx, key)
+	took := time.Since(start)
+	cancel()
+	if l2 != nil {
+		e.t.Fatalf("Acquire of a key the client holds returned a second lease (fence %d)", l2.Fence())
+	}
+	e.wantOwn(err, "Acquire of a key the client holds", l)
+	if took > timeout/2 {
+		e.t.Errorf("Acquire of a key the client holds took %v, want at once (its ctx allowed %v)", took, timeout)
+	}
+	ran := false
+	err = c.Do(e.ctx, key, func(context.Context, *lease.Lease) error { ran = true; return nil })
+	if ran {
+		e.t.Errorf("Do ran fn on a key the client already holds")
+	}
+	e.wantOwn(err, "Do on a key the client holds", l)
+
+	// The lease is untouched, and still the store's holder.
+	if err := l.Err(); err != nil {
+		e.t.Errorf("the held lease's Err() = %v after the refused attempts, want nil", err)
+	}
+	_, err = other.TryAcquire(e.ctx, key)
+	e.wantHeld(err, key, holder, l.Fence())
+	var he *lease.HeldError
+	if errors.As(err, &he) && he.Self {
+		e.t.Errorf("another client's HeldError has Self set: %+v", *he)
+	}
+	if err := l.Release(e.ctx); err != nil {
+		e.t.Fatalf("Release: %v", err)
+	}
+	l3 := e.tryAcquire(c, key)
+	if l3.Fence() <= l.Fence() {
+		e.t.Errorf("fence after re-acquiring %d, want > %d", l3.Fence(), l.Fence())
+	}
+
+	// A semaphore's slots are separate leases: one client may hold several.
+	sem := e.key("own-sem")
+	s1, err := c.TrySemaphore(e.ctx, sem, 2)
+	if err != nil {
+		e.t.Fatalf("TrySemaphore: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(e.ctx, timeout)
+	s2, err := c.AcquireSemaphore(ctx, sem, 2)
+	cancel()
+	if err != nil {
+		e.t.Fatalf("AcquireSemaphore of a second slot by the holder of the first: %v", err)
+	}
+	if s1.Key() == s2.Key() {
+		e.t.Errorf("both slot leases are on %q", s1.Key())
+	}
+	if _, err := c.TrySemaphore(e.ctx, sem, 2); !errors.Is(err, lease.ErrHeld) {
+		e.t.Errorf("TrySemaphore with both slots held by this client: %v, want ErrHeld", err)
+	}
+}

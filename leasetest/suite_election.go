@@ -371,3 +371,39 @@ func (e *env) runDone(ch <-chan error) error {
 	}
 	return nil
 }
+
+// testElectionRunPanic: when Run's function panics, the candidate resigns
+// (the leadership lease is released, not left to expire) before the panic
+// goes on, with its original value, to Run's caller.
+func testElectionRunPanic(e *env) {
+	c, other := e.client(e.store()), e.client(e.store())
+	key := e.key("election-panic")
+	el := e.newElection(c, key, "panicky")
+	want := &panicValue{"election.Run"}
+	var term *lease.Lease
+	got := catch(func() {
+		_ = el.Run(e.ctx, func(leaderCtx context.Context) {
+			term = election.LeaseFrom(leaderCtx)
+			panic(want)
+		})
+	})
+	if got != want {
+		e.t.Fatalf("Run's caller recovered %v, want the function's panic value %v", got, want)
+	}
+	if term == nil {
+		e.t.Fatalf("Run did not run the function with a lease")
+	}
+	if err := term.Err(); !errors.Is(err, lease.ErrReleased) {
+		e.t.Errorf("after the function panicked: the term's lease Err() = %v, want ErrReleased", err)
+	}
+	if l := el.Lease(); l != nil {
+		e.t.Errorf("after the function panicked: Lease() = fence %d, want nil", l.Fence())
+	}
+	l, err := other.TryAcquire(e.ctx, key)
+	if err != nil {
+		e.t.Fatalf("TryAcquire by another client after Run's function panicked: %v (leadership was not released)", err)
+	}
+	if l.Fence() <= term.Fence() {
+		e.t.Errorf("fence after the panic %d, want > %d", l.Fence(), term.Fence())
+	}
+}

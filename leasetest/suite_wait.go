@@ -6,6 +6,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -163,5 +164,112 @@ func testCtxCancel(e *env) {
 	lb := e.tryAcquire(cb, key)
 	if lb.Fence() <= la.Fence() {
 		e.t.Errorf("fence after the holder's release %d, want > %d", lb.Fence(), la.Fence())
+	}
+}
+
+// wantGaveUp checks that err, from an acquisition of key that gave up when
+// its ctx ended with cause, says so and who held the key: it matches both
+// cause and lease.ErrHeld, and its *lease.HeldError names the holder and
+// fence (when the store tells) and a wait of about waited.
+func (e *env) wantGaveUp(err, cause error, key, holder string, fence uint64, waited time.Duration) {
+	e.t.Helper()
+	if !errors.Is(err, cause) || !errors.Is(err, lease.ErrHeld) {
+		e.t.Errorf("error = %v, want one matching %v and lease.ErrHeld", err, cause)
+		return
+	}
+	e.wantHeld(err, key, holder, fence)
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		return
+	}
+	if he.Self {
+		e.t.Errorf("HeldError.Self is set for another client's key: %+v", *he)
+	}
+	if he.Waited < waited*9/10 || he.Waited > waited+10*time.Second {
+		e.t.Errorf("HeldError.Waited = %v, want about %v", he.Waited, waited)
+	}
+	msg := err.Error()
+	for _, want := range []string{"gave up after", key, cause.Error()} {
+		if !strings.Contains(msg, want) {
+			e.t.Errorf("error %q does not contain %q", msg, want)
+		}
+	}
+	if he.Holder != "" && !strings.Contains(msg, he.Holder) {
+		e.t.Errorf("error %q does not name the holder %q", msg, he.Holder)
+	}
+}
+
+// testAcquireGiveUp: an Acquire (or AcquireSemaphore) that gives up when its
+// ctx ends on a held key returns an error matching both the ctx's error and
+// lease.ErrHeld, saying who held the key and how long it waited, and emits
+// an EventAcquireFailed with that error.
+func testAcquireGiveUp(e *env) {
+	holder := "giveup-holder-" + randHex(4)
+	ca := e.client(e.store(), lease.WithHolder(holder))
+	fb := e.faulty()
+	rec := &Recorder{}
+	cb := e.client(fb, lease.WithObserver(rec))
+	key := e.key("giveup")
+	la := e.tryAcquire(ca, key)
+
+	// A deadline, long enough for the store to refuse a first attempt.
+	timeout := e.ttl
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	l, err := cb.Acquire(ctx, key)
+	cancel()
+	if l != nil {
+		e.t.Fatalf("Acquire of a held key returned a lease (fence %d)", l.Fence())
+	}
+	e.wantGaveUp(err, context.DeadlineExceeded, key, holder, la.Fence(), timeout)
+	ev, _, ok := rec.Find(0, 5*time.Second, Kind(key, lease.EventAcquireFailed))
+	switch {
+	case !ok:
+		e.t.Errorf("no EventAcquireFailed for the Acquire that timed out")
+	case ev.Err != err:
+		e.t.Errorf("EventAcquireFailed.Err = %v, want the error Acquire returned (%v)", ev.Err, err)
+	case ev.Wait < timeout*9/10:
+		e.t.Errorf("EventAcquireFailed.Wait = %v, want about %v", ev.Wait, timeout)
+	}
+
+	// A cancellation, once the store has refused the first attempt.
+	ctx, cancel = context.WithCancel(e.ctx)
+	before := fb.Acquires()
+	ch := acquireAsync(ctx, cb, key)
+	e.waitAcquires(fb, before+1)
+	start := time.Now() // Acquire started before this
+	e.waitAcquires(fb, before+2)
+	e.sleep(e.ttl / 10)
+	waited := time.Since(start)
+	cancel()
+	r := e.await(ch, closeWait)
+	if r.l != nil {
+		e.t.Fatalf("cancelled Acquire of a held key returned a lease (fence %d)", r.l.Fence())
+	}
+	e.wantGaveUp(r.err, context.Canceled, key, holder, la.Fence(), waited)
+
+	// A semaphore whose one slot is held.
+	sem := e.key("giveup-sem")
+	if _, err := ca.TrySemaphore(e.ctx, sem, 1); err != nil {
+		e.t.Fatalf("TrySemaphore: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(e.ctx, timeout)
+	l, err = cb.AcquireSemaphore(ctx, sem, 1)
+	cancel()
+	if l != nil {
+		e.t.Fatalf("AcquireSemaphore of a full semaphore returned a lease (fence %d)", l.Fence())
+	}
+	e.wantGaveUp(err, context.DeadlineExceeded, sem, "", 0, timeout)
+}
+
+// waitAcquires waits until fs has seen n Acquire calls; when it is given a
+// second, the first has returned.
+func (e *env) waitAcquires(fs *FaultyStore, n int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(closeWait)
+	for fs.Acquires() < n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the store saw %d Acquire calls in %v, want %d", fs.Acquires(), closeWait, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/memlease"
@@ -61,6 +62,42 @@ func Example_held() {
 	// Output:
 	// billing is held by worker-a (fence 1)
 	// is ErrHeld: true
+}
+
+// An Acquire that gives up when its ctx ends says who held the key; a
+// Client asking again for a key it holds is told at once that it is its own.
+func Example_gaveUp() {
+	ctx := context.Background()
+	store := memlease.New()
+	a, err := lease.New(store, lease.WithHolder("worker-a"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+	b, err := lease.New(store.Handle(), lease.WithHolder("worker-b"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	if _, err := a.TryAcquire(ctx, "billing"); err != nil {
+		log.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = b.Acquire(wctx, "billing")
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		fmt.Printf("gave up on %s, held by %s (fence %d)\n", held.Key, held.Holder, held.Fence)
+	}
+	fmt.Println("timed out:", errors.Is(err, context.DeadlineExceeded), "held:", errors.Is(err, lease.ErrHeld))
+
+	_, err = a.TryAcquire(ctx, "billing")
+	fmt.Println("held by itself:", errors.As(err, &held) && held.Self)
+	// Output:
+	// gave up on billing, held by worker-a (fence 1)
+	// timed out: true held: true
+	// held by itself: true
 }
 
 // Do holds the key while fn runs and releases it afterwards.
