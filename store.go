@@ -37,8 +37,8 @@ type Grant struct {
 	Fence uint64
 	// Lost, when non-nil, is closed by the store when the lease can no longer
 	// be held, independently of renewals: a session-bound store (an etcd lease,
-	// a ZooKeeper session, a PostgreSQL connection) closes it when the session
-	// dies. The Client then reports the lease lost at once.
+	// a ZooKeeper session) closes it when the session dies. The Client then
+	// reports the lease lost at once.
 	Lost <-chan struct{}
 	// Since, when positive, says the lease's TTL started that long before
 	// the Acquire call: the store granted the key on an earlier write of its

@@ -19,7 +19,8 @@ import (
 // A true result is a hint to look again with Inspect, not a promise that the
 // key is free: a waiter may have taken it already, and a broken subscription
 // wakes every watcher because announcements may have been missed.
-// Acquisitions and expiries are never announced; bound d accordingly.
+// Acquisitions are never announced, and expiries only where the store sees
+// them (etcd, ZooKeeper); bound d accordingly.
 func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (bool, error) {
 	if err := c.validKey(key); err != nil {
 		return false, err

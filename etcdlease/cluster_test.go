@@ -44,6 +44,7 @@ func TestClusterConformance(t *testing.T) {
 // TestClusterLeaderKill: the leader is killed while a lease is held; the
 // renewals resume on the new leader within the TTL and the lease survives.
 func TestClusterLeaderKill(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	c := startCluster(t, 3)
 	ctx := testCtx(t, 2*time.Minute)
 	prefix := testPrefix()
@@ -107,6 +108,7 @@ func TestClusterLeaderKill(t *testing.T) {
 // cannot renew while the rest of the cluster keeps its quorum; the holder
 // reports the lease lost before another client can acquire the key.
 func TestClusterPartitionedHolder(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	c := startCluster(t, 3)
 	ctx := testCtx(t, 2*time.Minute)
 	prefix := testPrefix()
@@ -174,6 +176,7 @@ func TestClusterPartitionedHolder(t *testing.T) {
 // acquire; the holder reports the lease lost within its TTL; once the
 // members are back, another client acquires the key with a larger fence.
 func TestClusterNoQuorum(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	c := startCluster(t, 3)
 	ctx := testCtx(t, 3*time.Minute)
 	prefix := testPrefix()

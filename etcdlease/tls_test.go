@@ -25,6 +25,7 @@ import (
 )
 
 func TestTLSWithClientCertificates(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	bin := etcdBin(t)
 	dir := t.TempDir()
 	certs := testcert.New(t, filepath.Join(dir, "certs"), "leasekit")

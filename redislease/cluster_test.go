@@ -74,6 +74,7 @@ func newClusterClient(t *testing.T, addrs []string) *redis.ClusterClient {
 }
 
 func TestCluster(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	addrs := startCluster(t)
 	c := newClusterClient(t, addrs)
 	s := newStore(t, c)

@@ -98,6 +98,7 @@ func TestReplicaAckValidation(t *testing.T) {
 }
 
 func TestReplicaAck(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	primary := startRedis(t)
 	replica := startReplica(t, primary.Addr())
 	pc := newClient(t, primary.Addr())
@@ -262,6 +263,7 @@ func storeWithAckPrefix(t *testing.T, c redis.UniversalClient, prefix string, n 
 // replica, writes to keys of that master are acknowledged and writes to the
 // others are not. WAIT has no key, so this shows it goes to the key's node.
 func TestReplicaAckCluster(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	addrs := startCluster(t)
 	port := freePorts(t, 2)
 	rep := startRedisOn(t, port[0], "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRestartWithoutPersistence(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	srv := startRedis(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c)

@@ -19,6 +19,7 @@ import (
 )
 
 func TestTLSWithClientCertificates(t *testing.T) {
+	t.Parallel() // private servers; after the conformance suite, whose leak check sees the whole process
 	certs := testcert.New(t, t.TempDir(), "leasekit-client")
 	tlsPort := freePorts(t, 1)[0]
 	startRedis(t, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", certs.ServerCert,
