@@ -210,7 +210,10 @@ func testAcquireGiveUp(e *env) {
 	rec := &Recorder{}
 	cb := e.client(fb, lease.WithObserver(rec))
 	key := e.key("giveup")
-	la := e.tryAcquire(ca, key)
+	// The holder's leases must outlast a busy machine's late renewals: this
+	// test is about the waiter, not about losing.
+	long := lease.WithTTL(20 * e.ttl)
+	la := e.tryAcquire(ca, key, long)
 
 	// A deadline, long enough for the store to refuse a first attempt.
 	timeout := e.ttl
@@ -249,7 +252,7 @@ func testAcquireGiveUp(e *env) {
 
 	// A semaphore whose one slot is held.
 	sem := e.key("giveup-sem")
-	if _, err := ca.TrySemaphore(e.ctx, sem, 1); err != nil {
+	if _, err := ca.TrySemaphore(e.ctx, sem, 1, long); err != nil {
 		e.t.Fatalf("TrySemaphore: %v", err)
 	}
 	ctx, cancel = context.WithTimeout(e.ctx, timeout)
