@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,7 +40,7 @@ type common struct {
 	logFormat string
 }
 
-func (c *common) register(fs *flag.FlagSet) {
+func (c *common) register(fs *flagSet) {
 	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -91,30 +90,6 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, 
 	}
 	log.Debug("store opened", "store", safe)
 	return s, safe, exitOK, nil
-}
-
-// newFlagSet returns a flag set for a subcommand that reports errors to
-// stderr and does not exit.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("lease "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: lease %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args, returning a non-negative exit code when the
-// command should stop (help asked for, or a usage error).
-func parseFlags(fs *flag.FlagSet, args []string) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	return -1
 }
 
 // fail prints "lease CMD: msg" to stderr and returns code.

@@ -17,6 +17,16 @@
 // leaseurl. Passwords are never printed: every message, log line and status
 // output shows them as "xxxxx".
 //
+// # Flags
+//
+// Every duration and count flag is checked before anything starts; a value
+// out of range, negative or malformed is a one-line usage error (exit 64).
+// lease run: --ttl 10ms to 24h (default 10s), --timeout 0 (no limit, the
+// default) or more, --grace 0 (SIGKILL right after SIGTERM) to 24h (default
+// 5s). lease status: --timeout 0 (no limit) or more (default 15s). lease
+// demo: --ttl 10ms to 1m. lease verify: --duration up to 24h, --ttl 10ms to
+// 1m, --workers 1 to 64, --hold 0 (release at once) to 1000.
+//
 // # lease run
 //
 // Acquires --key (waiting while someone else holds it, unless --no-wait or

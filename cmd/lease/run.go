@@ -39,14 +39,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "[flags] -- CMD [ARGS...]", stderr)
 	f.common.register(fs)
 	fs.StringVar(&f.key, "key", "", "lease key (required)")
-	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease TTL: how long the lease outlives a crashed lease run")
+	fs.DurationVar(&f.ttl, "ttl", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
 	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
-	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command (0: SIGKILL at once; at most 24h)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics")
 	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	argv := fs.Args()
@@ -55,14 +55,25 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", exitUsage, "--key is required")
 	case len(argv) == 0:
 		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] -- CMD [ARGS...])")
-	case f.grace < 0, f.timeout < 0:
-		return fail(stderr, "run", exitUsage, "--grace and --timeout must not be negative")
+	}
+	if err := f.check(); err != nil {
+		return fail(stderr, "run", exitUsage, "%v", err)
 	}
 	log, err := f.logger(stderr)
 	if err != nil {
 		return fail(stderr, "run", exitUsage, "%v", err)
 	}
 	return f.run(argv, log, stderr)
+}
+
+// check validates the duration flags: each either has a range or, for
+// --timeout and --grace, a documented meaning of 0.
+func (f *runFlags) check() error {
+	return firstErr(
+		checkDuration("ttl", f.ttl, lease.MinTTL, maxLeaseTTL),
+		checkDuration("timeout", f.timeout, 0, 0),
+		checkDuration("grace", f.grace, 0, maxLeaseTTL),
+	)
 }
 
 func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
@@ -140,10 +151,12 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		_ = l.Release(context.Background())
 		return signalExit(caught)
 	}
-	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", f.ttl, "command", argv[0])
+	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", l.TTL(), "command", argv[0])
 	code = f.supervise(argv, l, sigs, log, stderr)
 
-	rctx, rcancel := context.WithTimeout(context.Background(), f.ttl)
+	// The release may take as long as the lease lasts: after that the store
+	// frees the key anyway.
+	rctx, rcancel := context.WithTimeout(context.Background(), l.TTL())
 	defer rcancel()
 	if err := l.Release(rctx); err != nil && code != exitLost {
 		log.Warn("releasing the lease failed; it expires after its TTL", "err", err)

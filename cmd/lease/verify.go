@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/verify"
 )
@@ -34,21 +35,26 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
 	fs := newFlagSet("verify", "[flags]", stderr)
 	c.register(fs)
-	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults")
-	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (etcd needs at least 2s)")
-	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes")
-	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
+	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
+	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64)")
+	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
 	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
 	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register row (default: a local file)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, "verify", exitUsage, "unexpected arguments %q", fs.Args())
 	}
-	if cfg.Duration <= 0 || cfg.Duration > 24*time.Hour {
-		return fail(stderr, "verify", exitUsage, "--duration %v: want between 0 and 24h", cfg.Duration)
+	if err := firstErr(
+		checkDuration("duration", cfg.Duration, time.Millisecond, 24*time.Hour),
+		checkDuration("ttl", cfg.TTL, lease.MinTTL, time.Minute),
+		checkCount("workers", cfg.Workers, 1, 64),
+		checkCount("hold", cfg.Hold, 0, 1000),
+	); err != nil {
+		return fail(stderr, "verify", exitUsage, "%v", err)
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
