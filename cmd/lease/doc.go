@@ -49,7 +49,9 @@
 //	69       the store could not be opened or reached    same             same
 //	70       internal error (e.g. --metrics-addr in use)
 //	75       the lease could not be acquired (--no-wait, --timeout)
-//	76       the lease was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace)
+//	76       the lease was not held for the whole run, whatever CMD returned:
+//	         lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),
+//	         or found gone by the release (expired, or taken by another holder)
 //	126/127  CMD could not be executed / was not found
 //	128+S    lease got signal S while still waiting for the lease
 //

@@ -153,16 +153,36 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", l.TTL(), "command", argv[0])
 	code = f.supervise(argv, l, sigs, log, stderr)
+	return finish(l, code, log)
+}
 
+// finish releases l once the command has ended with code and returns lease
+// run's exit code: exitLost, whatever the command returned, unless the lease
+// was held for the whole run. The loss may have been noticed too late for
+// supervise (the command exited first), or not at all: the release then
+// finds that the store no longer holds our token (it expired, or the store
+// lost it and someone else acquired it).
+func finish(l *lease.Lease, code int, log *slog.Logger) int {
+	if err := l.Err(); errors.Is(err, lease.ErrLost) {
+		if code != exitLost {
+			log.Error("the lease was lost while the command ran", "err", err, "command_exit", code, "exit_code", exitLost)
+		}
+		return exitLost
+	}
 	// The release may take as long as the lease lasts: after that the store
 	// frees the key anyway.
 	rctx, rcancel := context.WithTimeout(context.Background(), l.TTL())
 	defer rcancel()
-	if err := l.Release(rctx); err != nil && code != exitLost {
-		log.Warn("releasing the lease failed; it expires after its TTL", "err", err)
-	} else if err == nil {
+	err := l.Release(rctx)
+	switch {
+	case err == nil:
 		log.Info("lease released", "fence", l.Fence(), "exit_code", code)
+		return code
+	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLost):
+		log.Error("the lease was lost while the command ran: the store no longer held it at release", "err", err, "command_exit", code, "exit_code", exitLost)
+		return exitLost
 	}
+	log.Warn("releasing the lease failed; it expires after its TTL", "err", err)
 	return code
 }
 
