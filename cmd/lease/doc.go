@@ -32,12 +32,28 @@
 // Acquires --key (waiting while someone else holds it, unless --no-wait or
 // until --timeout), then runs CMD in its own process group with LEASE_KEY,
 // LEASE_TOKEN, LEASE_FENCE, LEASE_HOLDER and LEASE_TTL_MS in its environment,
-// renewing the lease (the heartbeat) until CMD exits; then it releases the
-// lease. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lease
-// are forwarded to CMD's process group. If the lease is lost while CMD runs,
-// CMD's group gets SIGTERM, then SIGKILL after --grace. If lease itself is
-// killed with kill -9, the lease expires after --ttl, and on Linux CMD gets
-// SIGTERM (parent-death signal).
+// renewing the lease (the heartbeat) until CMD and what it started have
+// ended; then it releases the lease. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// SIGUSR1 and SIGUSR2 sent to lease are forwarded to CMD's process group. If
+// the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
+// --grace. If lease itself is killed with kill -9, the lease expires after
+// --ttl.
+//
+// On Linux no process of CMD outlives lease run. CMD runs under a supervisor
+// process (this binary, as the hidden "lease run-supervisor") that is a
+// child subreaper (prctl PR_SET_CHILD_SUBREAPER: Linux 3.4 or later, no
+// privilege, no namespace; CMD's user and PIDs are unchanged), so every
+// process CMD starts stays below it, even in the background, in a new
+// session or double-forked. The supervisor sends SIGTERM, then SIGKILL after
+// --grace, to every process below it when CMD exits and left some running
+// (the lease is released after the last has ended), when the lease is lost,
+// and when lease run dies, even by kill -9 (its pipe to the supervisor
+// closes). Not covered: processes started outside the tree (systemd-run, at,
+// ssh, a container runtime), and kill -9 of the supervisor itself (CMD then
+// gets SIGKILL, what it started does not). Elsewhere CMD is started directly
+// in its own process group: after a crash of lease run it keeps running, as
+// do processes it leaves behind when it exits, and its fence is what
+// protects the resource.
 //
 // # Exit codes
 //

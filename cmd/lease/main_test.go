@@ -57,6 +57,9 @@ func lease(t *testing.T, args ...string) result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = append(os.Environ(), "LEASE_STORE=")
+	// A process lease run left behind may hold the output pipes open: do
+	// not wait for it.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -89,6 +92,7 @@ func background(t *testing.T, args ...string) (*proc, *syncBuffer) {
 	cmd := exec.Command(bin, args...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second // as in lease: survivors may hold the pipe
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
