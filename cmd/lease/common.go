@@ -64,13 +64,18 @@ func (c *common) logger(w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	var log *slog.Logger
 	switch strings.ToLower(c.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		log = slog.New(slog.NewTextHandler(w, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	raw := c.storeURL()
+	routeRedisLog(log, func(s string) string { return leaseurl.RedactText(s, raw) })
+	return log, nil
 }
 
 // openStore opens the store named by the flags; the returned exit code says
@@ -92,8 +97,35 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, 
 	return s, safe, exitOK, nil
 }
 
-// fail prints "lease CMD: msg" to stderr and returns code.
+// fail prints "lease CMD: msg" to stderr, on one line, and returns code.
 func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
-	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, oneLine(fmt.Sprintf(format, args...)))
 	return code
+}
+
+// oneLine joins the lines of a message with "; ", leaving out blank and
+// repeated ones: some drivers' errors span lines (pgx lists every address
+// it tried, the same one twice when it retried without TLS).
+func oneLine(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		switch s := b.String(); {
+		case s == "":
+		case strings.HasSuffix(s, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }

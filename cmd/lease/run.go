@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -122,23 +123,7 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 	defer client.Close()
 
-	// One look first, so a wrong address or password fails at once instead
-	// of being retried for as long as the wait lasts.
-	ictx, icancel := context.WithTimeout(ctx, 15*time.Second)
-	_, err = client.Inspect(ictx, f.key)
-	icancel()
-	if err != nil {
-		if caught != nil {
-			return signalExit(caught)
-		}
-		code := exitUnavailable
-		if errors.Is(err, lease.ErrInvalid) {
-			code = exitUsage
-		}
-		return fail(stderr, "run", code, "store %s: %v", safeURL, err)
-	}
-
-	l, code := f.acquire(ctx, client, log, stderr)
+	l, code := f.acquire(ctx, client, safeURL, log, stderr)
 	if l == nil {
 		if caught != nil {
 			return signalExit(caught)
@@ -186,52 +171,79 @@ func finish(l *lease.Lease, code int, log *slog.Logger) int {
 	return code
 }
 
+// probeTimeout bounds lease run's first look at the store and first attempt.
+const probeTimeout = 15 * time.Second
+
 // acquire takes the lease as the flags ask; on failure it returns a nil
 // lease and the exit code.
-func (f *runFlags) acquire(ctx context.Context, c *lease.Client, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
-	if f.noWait {
-		l, err := c.TryAcquire(ctx, f.key)
-		switch {
-		case err == nil:
-			return l, exitOK
-		case errors.Is(err, lease.ErrHeld):
-			fail(stderr, "run", exitNotAcquired, "%v", err)
-			return nil, exitNotAcquired
-		case errors.Is(err, lease.ErrInvalid):
-			return nil, fail(stderr, "run", exitUsage, "%v", err)
-		case ctx.Err() != nil:
-			return nil, exitNotAcquired
-		}
-		return nil, fail(stderr, "run", exitUnavailable, "%v", err)
-	}
+func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
 	wctx := ctx
-	if f.timeout > 0 {
+	if f.timeout > 0 && !f.noWait {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	// One attempt first, to tell who holds the lease before waiting for it.
-	l, err := c.TryAcquire(wctx, f.key)
-	if err == nil {
-		return l, exitOK
+	notAcquired := func(err error) (*lease.Lease, int) {
+		switch {
+		case errors.Is(err, lease.ErrInvalid):
+			return nil, fail(stderr, "run", exitUsage, "%v", err)
+		case ctx.Err() != nil: // a signal: the caller exits 128+N
+			return nil, exitNotAcquired
+		case wctx.Err() != nil:
+			return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
+		}
+		// The acquisition is what the user asked for, whichever call failed.
+		err = stripOp(stripOp(err, "inspect", f.key), "acquire", f.key)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", probeTimeout, err)
+		}
+		return nil, fail(stderr, "run", exitUnavailable, "acquire %q: store %s: %v", f.key, safeURL, err)
 	}
+	// A look first, read-only: a wrong address or password fails at once
+	// instead of being retried for as long as the wait lasts, and without a
+	// write whose outcome is unknown (which the Client would then clean up).
+	tctx, tcancel := context.WithTimeout(wctx, probeTimeout)
+	defer tcancel()
+	if _, err := c.Inspect(tctx, f.key); err != nil {
+		return notAcquired(err)
+	}
+	// Then one attempt, to tell who holds the lease before waiting for it.
+	l, err := c.TryAcquire(tctx, f.key)
 	var held *lease.HeldError
-	if errors.As(err, &held) {
-		log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
-	}
-	l, err = c.Acquire(wctx, f.key)
 	switch {
 	case err == nil:
 		return l, exitOK
-	case errors.Is(err, lease.ErrInvalid):
-		return nil, fail(stderr, "run", exitUsage, "%v", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
+	case !errors.As(err, &held):
+		return notAcquired(err)
+	case f.noWait:
+		// The refusal as the store reports it, which every store words
+		// the same way.
+		return nil, fail(stderr, "run", exitNotAcquired, "not acquired (--no-wait): %v", held)
 	}
-	if ctx.Err() != nil {
-		return nil, exitNotAcquired
+	log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
+	l, err = c.Acquire(wctx, f.key)
+	if err != nil {
+		return notAcquired(err)
 	}
-	return nil, fail(stderr, "run", exitUnavailable, "%v", err)
+	return l, exitOK
+}
+
+// stripOp removes from err the layers that only say which operation on key
+// failed ("lease: inspect \"k\": ", "redislease: inspect \"k\": "), so that
+// lease run can name the operation the user asked for instead.
+func stripOp(err error, op, key string) error {
+	label := fmt.Sprintf("%s %q: ", op, key)
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		prefix, ok := strings.CutSuffix(err.Error(), u.Error())
+		if !ok || !strings.HasSuffix(prefix, label) {
+			return err
+		}
+		err = u
+	}
 }
 
 // childEnv returns the environment of the command: ours plus the lease's.

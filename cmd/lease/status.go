@@ -76,7 +76,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, lease.ErrInvalid) {
 			code = exitUsage
 		}
-		return fail(stderr, "status", code, "store %s: %v", safeURL, err)
+		return fail(stderr, "status", code, "inspect %q: store %s: %v", key, safeURL, stripOp(err, "inspect", key))
 	}
 	if asJSON {
 		out := statusJSON{Key: key, Held: info.Held, Holder: info.Holder, Fence: info.Fence,

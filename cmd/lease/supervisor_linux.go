@@ -204,8 +204,3 @@ func reap(cpid int, cmdExit chan<- syscall.WaitStatus, allGone chan<- struct{}) 
 		}
 	}
 }
-
-// oneLine keeps a message on one line of the report pipe.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}

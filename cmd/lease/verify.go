@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -78,14 +78,15 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	// store is not a violation.
 	s, safe, code, err := c.openStore(ctx, log)
 	if err != nil {
-		return fail(stderr, "verify", code, "store %s: %v", safe, err)
+		return fail(stderr, "verify", code, "%v", err) // Open's error names the store
 	}
-	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-	_, err = s.Inspect(pctx, "leasekit-verify-probe")
+	const probe = "leasekit-verify-probe"
+	pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+	_, err = s.Inspect(pctx, probe)
 	pcancel()
 	_ = s.Close()
 	if err != nil {
-		return fail(stderr, "verify", exitUnavailable, "store %s: %s", safe, redactErr(err, c.storeURL()))
+		return fail(stderr, "verify", exitUnavailable, "reach store %s: %s", safe, redactErr(stripOp(err, "inspect", probe), c.storeURL()))
 	}
 	cfg.Store = c.storeURL()
 	exe, err := os.Executable()
@@ -122,17 +123,14 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 
 // verifyWorkerCommand is the hidden worker process of lease verify.
 func verifyWorkerCommand(stderr io.Writer) int {
+	// The worker's stderr ends up in the report: not go-redis's retries.
+	routeRedisLog(slog.New(slog.DiscardHandler), func(s string) string { return s })
 	verify.MaybeWorker() // exits when started by lease verify
 	return fail(stderr, "verify-worker", exitUsage, "internal command of lease verify")
 }
 
-// redactErr removes the password of rawURL from err's text.
+// redactErr removes the secrets of rawURL, and rawURL itself, from err's
+// text.
 func redactErr(err error, rawURL string) string {
-	msg := err.Error()
-	if u, perr := url.Parse(rawURL); perr == nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, leaseurl.Redacted)
-		}
-	}
-	return strings.ReplaceAll(msg, rawURL, leaseurl.Redact(rawURL))
+	return strings.ReplaceAll(leaseurl.RedactText(err.Error(), rawURL), rawURL, leaseurl.Redact(rawURL))
 }
