@@ -130,7 +130,7 @@ func open(ctx context.Context, rawURL string, cfg openConfig) (lease.Store, erro
 	op, ok := openers[scheme]
 	mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("leaseurl: %w %q in %q (want one of %s)", ErrUnsupported, scheme, Redact(rawURL), strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w %q in %q (want one of %s)", ErrUnsupported, scheme, Redact(rawURL), strings.Join(Schemes(), ", "))
 	}
 	// The leasekit options are taken out of the URL; the rest is the backend's.
 	q := u.Query()

@@ -160,14 +160,22 @@ func (e *redactedError) Error() string        { return e.msg }
 func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
 func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
 
-// scrub returns err with every secret of rawURL removed from its message.
+// scrub returns err with every secret of rawURL removed from its message,
+// which it also puts on one line.
 func scrub(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
+	return &redactedError{msg: oneLine(RedactText(err.Error(), rawURL)), err: err}
+}
+
+// RedactText returns text with every secret of the store URL rawURL (its
+// password, raw and escaped, and the values of parameters such as password=)
+// replaced by "xxxxx": for messages that may quote the URL or its password,
+// such as a driver's log lines.
+func RedactText(text, rawURL string) string {
 	for _, s := range secrets(rawURL) {
-		msg = strings.ReplaceAll(msg, s, Redacted)
+		text = strings.ReplaceAll(text, s, Redacted)
 	}
-	return &redactedError{msg: msg, err: err}
+	return text
 }

@@ -243,6 +243,12 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	} else {
 		g, err = s.tabAcquire(ctx, r)
 	}
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		// A refusal, not a failure: returned as every store returns it, so
+		// that it reads the same whatever the store.
+		return lease.Grant{}, held
+	}
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
 	}

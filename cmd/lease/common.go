@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,7 +40,7 @@ type common struct {
 	logFormat string
 }
 
-func (c *common) register(fs *flag.FlagSet) {
+func (c *common) register(fs *flagSet) {
 	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -65,13 +64,18 @@ func (c *common) logger(w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	var log *slog.Logger
 	switch strings.ToLower(c.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		log = slog.New(slog.NewTextHandler(w, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	raw := c.storeURL()
+	routeRedisLog(log, func(s string) string { return leaseurl.RedactText(s, raw) })
+	return log, nil
 }
 
 // openStore opens the store named by the flags; the returned exit code says
@@ -93,32 +97,35 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, 
 	return s, safe, exitOK, nil
 }
 
-// newFlagSet returns a flag set for a subcommand that reports errors to
-// stderr and does not exit.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("lease "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: lease %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args, returning a non-negative exit code when the
-// command should stop (help asked for, or a usage error).
-func parseFlags(fs *flag.FlagSet, args []string) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	return -1
-}
-
-// fail prints "lease CMD: msg" to stderr and returns code.
+// fail prints "lease CMD: msg" to stderr, on one line, and returns code.
 func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
-	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, oneLine(fmt.Sprintf(format, args...)))
 	return code
+}
+
+// oneLine joins the lines of a message with "; ", leaving out blank and
+// repeated ones: some drivers' errors span lines (pgx lists every address
+// it tried, the same one twice when it retried without TLS).
+func oneLine(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		switch s := b.String(); {
+		case s == "":
+		case strings.HasSuffix(s, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }

@@ -56,6 +56,9 @@ type demoCheck struct {
 	ok   bool
 }
 
+// maxDemoTTL bounds lease demo --ttl: the story takes about 4.5 TTLs.
+const maxDemoTTL = time.Minute
+
 func demoCommand(args []string, stdout, stderr io.Writer) int {
 	var c common
 	var key, wlevel string
@@ -63,11 +66,21 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "[flags]", stderr)
 	c.register(fs)
 	fs.StringVar(&key, "key", "job:invoice-generation", "lease key the workers compete for")
-	fs.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL")
+	fs.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL (10ms to 1m; the demo lasts about 4.5 TTLs)")
 	fs.StringVar(&wlevel, "worker-log-level", "error", "log level of the worker processes (their logs go to stderr)")
 	fs.Lookup("store").Usage = "store URL (default: a file store in a new temporary directory)"
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(stderr, "demo", exitUsage, "unexpected arguments %q", fs.Args())
+	}
+	if err := checkDuration("ttl", ttl, lease.MinTTL, maxDemoTTL); err != nil {
+		return fail(stderr, "demo", exitUsage, "%v", err)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(wlevel)); err != nil {
+		return fail(stderr, "demo", exitUsage, "--worker-log-level %q: want debug, info, warn or error", wlevel)
 	}
 	log, err := c.logger(stderr)
 	if err != nil {

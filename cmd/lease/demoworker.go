@@ -41,8 +41,11 @@ func demoWorkerCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	fs.StringVar(&name, "name", "worker", "holder name")
 	fs.StringVar(&regPath, "register", "", "fenced register file")
 	fs.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
+	}
+	if err := checkDuration("ttl", ttl, lease.MinTTL, maxDemoTTL); err != nil {
+		return fail(stderr, "demo-worker", exitUsage, "%v", err)
 	}
 	log, err := c.logger(stderr)
 	if err != nil {

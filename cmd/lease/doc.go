@@ -17,17 +17,43 @@
 // leaseurl. Passwords are never printed: every message, log line and status
 // output shows them as "xxxxx".
 //
+// # Flags
+//
+// Every duration and count flag is checked before anything starts; a value
+// out of range, negative or malformed is a one-line usage error (exit 64).
+// lease run: --ttl 10ms to 24h (default 10s), --timeout 0 (no limit, the
+// default) or more, --grace 0 (SIGKILL right after SIGTERM) to 24h (default
+// 5s). lease status: --timeout 0 (no limit) or more (default 15s). lease
+// demo: --ttl 10ms to 1m. lease verify: --duration up to 24h, --ttl 10ms to
+// 1m, --workers 1 to 64, --hold 0 (release at once) to 1000.
+//
 // # lease run
 //
 // Acquires --key (waiting while someone else holds it, unless --no-wait or
 // until --timeout), then runs CMD in its own process group with LEASE_KEY,
 // LEASE_TOKEN, LEASE_FENCE, LEASE_HOLDER and LEASE_TTL_MS in its environment,
-// renewing the lease (the heartbeat) until CMD exits; then it releases the
-// lease. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lease
-// are forwarded to CMD's process group. If the lease is lost while CMD runs,
-// CMD's group gets SIGTERM, then SIGKILL after --grace. If lease itself is
-// killed with kill -9, the lease expires after --ttl, and on Linux CMD gets
-// SIGTERM (parent-death signal).
+// renewing the lease (the heartbeat) until CMD and what it started have
+// ended; then it releases the lease. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// SIGUSR1 and SIGUSR2 sent to lease are forwarded to CMD's process group. If
+// the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
+// --grace. If lease itself is killed with kill -9, the lease expires after
+// --ttl.
+//
+// On Linux no process of CMD outlives lease run. CMD runs under a supervisor
+// process (this binary, as the hidden "lease run-supervisor") that is a
+// child subreaper (prctl PR_SET_CHILD_SUBREAPER: Linux 3.4 or later, no
+// privilege, no namespace; CMD's user and PIDs are unchanged), so every
+// process CMD starts stays below it, even in the background, in a new
+// session or double-forked. The supervisor sends SIGTERM, then SIGKILL after
+// --grace, to every process below it when CMD exits and left some running
+// (the lease is released after the last has ended), when the lease is lost,
+// and when lease run dies, even by kill -9 (its pipe to the supervisor
+// closes). Not covered: processes started outside the tree (systemd-run, at,
+// ssh, a container runtime), and kill -9 of the supervisor itself (CMD then
+// gets SIGKILL, what it started does not). Elsewhere CMD is started directly
+// in its own process group: after a crash of lease run it keeps running, as
+// do processes it leaves behind when it exits, and its fence is what
+// protects the resource.
 //
 // # Exit codes
 //
@@ -39,7 +65,9 @@
 //	69       the store could not be opened or reached    same             same
 //	70       internal error (e.g. --metrics-addr in use)
 //	75       the lease could not be acquired (--no-wait, --timeout)
-//	76       the lease was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace)
+//	76       the lease was not held for the whole run, whatever CMD returned:
+//	         lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),
+//	         or found gone by the release (expired, or taken by another holder)
 //	126/127  CMD could not be executed / was not found
 //	128+S    lease got signal S while still waiting for the lease
 //

@@ -24,6 +24,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCommand(args[1:], stdout, stderr)
+	case "run-supervisor": // hidden: lease run's process supervisor (Linux)
+		return supervisorCommand(args[1:], stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
 	case "demo":

@@ -57,6 +57,9 @@ func lease(t *testing.T, args ...string) result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = append(os.Environ(), "LEASE_STORE=")
+	// A process lease run left behind may hold the output pipes open: do
+	// not wait for it.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -89,6 +92,7 @@ func background(t *testing.T, args ...string) (*proc, *syncBuffer) {
 	cmd := exec.Command(bin, args...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second // as in lease: survivors may hold the pipe
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -505,5 +509,24 @@ func TestDemo(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("lease demo took %v, want under 30 s", d)
+	}
+}
+
+// TestRunLostUnnoticed: the key is taken away while the command runs and the
+// command exits before lease run's heartbeat notices; the release finds the
+// token gone, and lease run exits 76, not the command's 0.
+func TestRunLostUnnoticed(t *testing.T) {
+	for _, tc := range []struct{ name, script string }{
+		{"deleted", `rm -f "$0"/*; exit 0`},
+		{"taken-over", `rm -f "$0"/*; "$1" run --store "file://$0" --key "$2" --holder thief --no-wait -- true || exit 9; exit 0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "leases")
+			key := uniqueKey(t)
+			r := lease(t, "run", "--store", "file://"+dir, "--key", key, "--", "sh", "-c", tc.script, dir, bin, key)
+			if r.code != 76 {
+				t.Errorf("exit %d, want 76; stderr:\n%s", r.code, r.stderr)
+			}
+		})
 	}
 }

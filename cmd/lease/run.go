@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,14 +40,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "[flags] -- CMD [ARGS...]", stderr)
 	f.common.register(fs)
 	fs.StringVar(&f.key, "key", "", "lease key (required)")
-	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease TTL: how long the lease outlives a crashed lease run")
+	fs.DurationVar(&f.ttl, "ttl", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
 	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
-	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command (0: SIGKILL at once; at most 24h)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics")
 	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	argv := fs.Args()
@@ -55,14 +56,25 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", exitUsage, "--key is required")
 	case len(argv) == 0:
 		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] -- CMD [ARGS...])")
-	case f.grace < 0, f.timeout < 0:
-		return fail(stderr, "run", exitUsage, "--grace and --timeout must not be negative")
+	}
+	if err := f.check(); err != nil {
+		return fail(stderr, "run", exitUsage, "%v", err)
 	}
 	log, err := f.logger(stderr)
 	if err != nil {
 		return fail(stderr, "run", exitUsage, "%v", err)
 	}
 	return f.run(argv, log, stderr)
+}
+
+// check validates the duration flags: each either has a range or, for
+// --timeout and --grace, a documented meaning of 0.
+func (f *runFlags) check() error {
+	return firstErr(
+		checkDuration("ttl", f.ttl, lease.MinTTL, maxLeaseTTL),
+		checkDuration("timeout", f.timeout, 0, 0),
+		checkDuration("grace", f.grace, 0, maxLeaseTTL),
+	)
 }
 
 func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
@@ -111,23 +123,7 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 	defer client.Close()
 
-	// One look first, so a wrong address or password fails at once instead
-	// of being retried for as long as the wait lasts.
-	ictx, icancel := context.WithTimeout(ctx, 15*time.Second)
-	_, err = client.Inspect(ictx, f.key)
-	icancel()
-	if err != nil {
-		if caught != nil {
-			return signalExit(caught)
-		}
-		code := exitUnavailable
-		if errors.Is(err, lease.ErrInvalid) {
-			code = exitUsage
-		}
-		return fail(stderr, "run", code, "store %s: %v", safeURL, err)
-	}
-
-	l, code := f.acquire(ctx, client, log, stderr)
+	l, code := f.acquire(ctx, client, safeURL, log, stderr)
 	if l == nil {
 		if caught != nil {
 			return signalExit(caught)
@@ -140,65 +136,114 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		_ = l.Release(context.Background())
 		return signalExit(caught)
 	}
-	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", f.ttl, "command", argv[0])
+	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", l.TTL(), "command", argv[0])
 	code = f.supervise(argv, l, sigs, log, stderr)
+	return finish(l, code, log)
+}
 
-	rctx, rcancel := context.WithTimeout(context.Background(), f.ttl)
-	defer rcancel()
-	if err := l.Release(rctx); err != nil && code != exitLost {
-		log.Warn("releasing the lease failed; it expires after its TTL", "err", err)
-	} else if err == nil {
-		log.Info("lease released", "fence", l.Fence(), "exit_code", code)
+// finish releases l once the command has ended with code and returns lease
+// run's exit code: exitLost, whatever the command returned, unless the lease
+// was held for the whole run. The loss may have been noticed too late for
+// supervise (the command exited first), or not at all: the release then
+// finds that the store no longer holds our token (it expired, or the store
+// lost it and someone else acquired it).
+func finish(l *lease.Lease, code int, log *slog.Logger) int {
+	if err := l.Err(); errors.Is(err, lease.ErrLost) {
+		if code != exitLost {
+			log.Error("the lease was lost while the command ran", "err", err, "command_exit", code, "exit_code", exitLost)
+		}
+		return exitLost
 	}
+	// The release may take as long as the lease lasts: after that the store
+	// frees the key anyway.
+	rctx, rcancel := context.WithTimeout(context.Background(), l.TTL())
+	defer rcancel()
+	err := l.Release(rctx)
+	switch {
+	case err == nil:
+		log.Info("lease released", "fence", l.Fence(), "exit_code", code)
+		return code
+	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLost):
+		log.Error("the lease was lost while the command ran: the store no longer held it at release", "err", err, "command_exit", code, "exit_code", exitLost)
+		return exitLost
+	}
+	log.Warn("releasing the lease failed; it expires after its TTL", "err", err)
 	return code
 }
 
+// probeTimeout bounds lease run's first look at the store and first attempt.
+const probeTimeout = 15 * time.Second
+
 // acquire takes the lease as the flags ask; on failure it returns a nil
 // lease and the exit code.
-func (f *runFlags) acquire(ctx context.Context, c *lease.Client, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
-	if f.noWait {
-		l, err := c.TryAcquire(ctx, f.key)
-		switch {
-		case err == nil:
-			return l, exitOK
-		case errors.Is(err, lease.ErrHeld):
-			fail(stderr, "run", exitNotAcquired, "%v", err)
-			return nil, exitNotAcquired
-		case errors.Is(err, lease.ErrInvalid):
-			return nil, fail(stderr, "run", exitUsage, "%v", err)
-		case ctx.Err() != nil:
-			return nil, exitNotAcquired
-		}
-		return nil, fail(stderr, "run", exitUnavailable, "%v", err)
-	}
+func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
 	wctx := ctx
-	if f.timeout > 0 {
+	if f.timeout > 0 && !f.noWait {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	// One attempt first, to tell who holds the lease before waiting for it.
-	l, err := c.TryAcquire(wctx, f.key)
-	if err == nil {
-		return l, exitOK
+	notAcquired := func(err error) (*lease.Lease, int) {
+		switch {
+		case errors.Is(err, lease.ErrInvalid):
+			return nil, fail(stderr, "run", exitUsage, "%v", err)
+		case ctx.Err() != nil: // a signal: the caller exits 128+N
+			return nil, exitNotAcquired
+		case wctx.Err() != nil:
+			return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
+		}
+		// The acquisition is what the user asked for, whichever call failed.
+		err = stripOp(stripOp(err, "inspect", f.key), "acquire", f.key)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", probeTimeout, err)
+		}
+		return nil, fail(stderr, "run", exitUnavailable, "acquire %q: store %s: %v", f.key, safeURL, err)
 	}
+	// A look first, read-only: a wrong address or password fails at once
+	// instead of being retried for as long as the wait lasts, and without a
+	// write whose outcome is unknown (which the Client would then clean up).
+	tctx, tcancel := context.WithTimeout(wctx, probeTimeout)
+	defer tcancel()
+	if _, err := c.Inspect(tctx, f.key); err != nil {
+		return notAcquired(err)
+	}
+	// Then one attempt, to tell who holds the lease before waiting for it.
+	l, err := c.TryAcquire(tctx, f.key)
 	var held *lease.HeldError
-	if errors.As(err, &held) {
-		log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
-	}
-	l, err = c.Acquire(wctx, f.key)
 	switch {
 	case err == nil:
 		return l, exitOK
-	case errors.Is(err, lease.ErrInvalid):
-		return nil, fail(stderr, "run", exitUsage, "%v", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
+	case !errors.As(err, &held):
+		return notAcquired(err)
+	case f.noWait:
+		// The refusal as the store reports it, which every store words
+		// the same way.
+		return nil, fail(stderr, "run", exitNotAcquired, "not acquired (--no-wait): %v", held)
 	}
-	if ctx.Err() != nil {
-		return nil, exitNotAcquired
+	log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
+	l, err = c.Acquire(wctx, f.key)
+	if err != nil {
+		return notAcquired(err)
 	}
-	return nil, fail(stderr, "run", exitUnavailable, "%v", err)
+	return l, exitOK
+}
+
+// stripOp removes from err the layers that only say which operation on key
+// failed ("lease: inspect \"k\": ", "redislease: inspect \"k\": "), so that
+// lease run can name the operation the user asked for instead.
+func stripOp(err error, op, key string) error {
+	label := fmt.Sprintf("%s %q: ", op, key)
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		prefix, ok := strings.CutSuffix(err.Error(), u.Error())
+		if !ok || !strings.HasSuffix(prefix, label) {
+			return err
+		}
+		err = u
+	}
 }
 
 // childEnv returns the environment of the command: ours plus the lease's.

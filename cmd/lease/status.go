@@ -30,11 +30,11 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "[flags] KEY", stderr)
 	c.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on the store after this long")
+	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on the store after this long (0: no limit)")
 	// Flags may come before or after KEY.
 	var keys []string
 	for {
-		if code := parseFlags(fs, args); code >= 0 {
+		if code := fs.parse(args); code >= 0 {
 			return code
 		}
 		if fs.NArg() == 0 {
@@ -47,11 +47,18 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "status", exitUsage, "want exactly one KEY (lease status [flags] KEY)")
 	}
 	key := keys[0]
+	if err := checkDuration("timeout", timeout, 0, 0); err != nil {
+		return fail(stderr, "status", exitUsage, "%v", err)
+	}
 	log, err := c.logger(stderr)
 	if err != nil {
 		return fail(stderr, "status", exitUsage, "%v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// 0 means no limit, as for lease run --timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	store, safeURL, code, err := c.openStore(ctx, log)
 	if err != nil {
@@ -69,7 +76,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, lease.ErrInvalid) {
 			code = exitUsage
 		}
-		return fail(stderr, "status", code, "store %s: %v", safeURL, err)
+		return fail(stderr, "status", code, "inspect %q: store %s: %v", key, safeURL, stripOp(err, "inspect", key))
 	}
 	if asJSON {
 		out := statusJSON{Key: key, Held: info.Held, Holder: info.Holder, Fence: info.Fence,

@@ -1,5 +1,6 @@
 // lease run's supervision of the command: start it, forward signals, stop it
-// when the lease is lost, and turn its end into an exit code.
+// when the lease is lost, and turn its end into an exit code. How the
+// command's processes are started and ended is the platform's (child_*.go).
 
 package main
 
@@ -9,54 +10,62 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/leasekit/lease"
 )
 
-// supervise runs argv under l until it exits and returns lease run's exit
-// code: the command's own, or exitLost if the lease was lost meanwhile.
-func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signal, log *slog.Logger, stderr io.Writer) int {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = childEnv(l)
-	cmd.SysProcAttr = childAttr()
+// child is the running command as lease run sees it: the command and, where
+// the platform allows, every process it starts.
+type child interface {
+	// pid is the command's process id.
+	pid() int
+	// exited is closed when the command itself has exited; processes it
+	// left running may still be running.
+	exited() <-chan struct{}
+	// left is how many processes the command left running when it exited
+	// (valid once exited is closed; 0 where the platform cannot tell).
+	left() int
+	// done is closed when the command and every process it left running
+	// have ended (where the platform cannot end those: when the command
+	// has exited).
+	done() <-chan struct{}
+	// code is the command's exit code, or 128+N if signal N ended it
+	// (valid once done is closed).
+	code() int
+	// signal forwards s to the command's process group.
+	signal(s syscall.Signal)
+	// stop ends the command and what it started: SIGTERM, then SIGKILL after
+	// the grace given to startChild.
+	stop()
+}
 
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		// The parent-death signal (Linux) is tied to the thread that started
-		// the child: keep this goroutine on its thread until the child ends.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		code := exitCannotExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = exitNotFound
-		}
+// supervise runs argv under l until it and what it started have ended, and
+// returns lease run's exit code: the command's own, or exitLost if the lease
+// was lost meanwhile.
+func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signal, log *slog.Logger, stderr io.Writer) int {
+	c, code, err := startChild(argv, childEnv(l), f.grace)
+	if err != nil {
 		return fail(stderr, "run", code, "%v", err)
 	}
-	pid := cmd.Process.Pid
-	log.Debug("command started", "pid", pid)
+	log.Debug("command started", "pid", c.pid())
 
 	var (
-		lost      = l.Done()
-		lostAt    time.Time
-		killTimer <-chan time.Time
+		lost   = l.Done()
+		lostAt time.Time
+		exited = c.exited()
 	)
 	for {
 		select {
-		case err := <-exited:
-			code := exitCode(cmd.ProcessState, err)
+		case <-exited:
+			exited = nil
+			if n := c.left(); n > 0 && lostAt.IsZero() {
+				log.Warn("the command exited and left processes running: SIGTERM, then SIGKILL after --grace; the lease is released after them",
+					"processes", n, "grace", f.grace)
+			}
+		case <-c.done():
+			code := c.code()
 			if !lostAt.IsZero() {
 				log.Error("the command ended after the lease was lost", "command_exit", code, "exit_code", exitLost)
 				return exitLost
@@ -64,8 +73,8 @@ func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signa
 			log.Debug("command exited", "exit_code", code)
 			return code
 		case s := <-sigs:
-			log.Info("forwarding signal to the command", "signal", s.String(), "pid", pid)
-			signalGroup(pid, s.(syscall.Signal))
+			log.Info("forwarding signal to the command", "signal", s.String(), "pid", c.pid())
+			c.signal(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
 			if !errors.Is(l.Err(), lease.ErrLost) {
@@ -73,37 +82,25 @@ func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signa
 			}
 			lostAt = time.Now()
 			log.Error("lease lost: stopping the command (SIGTERM, then SIGKILL after --grace)", "err", l.Err(), "fence", l.Fence(), "grace", f.grace)
-			signalGroup(pid, syscall.SIGTERM)
-			t := time.NewTimer(f.grace)
-			defer t.Stop()
-			killTimer = t.C
-		case <-killTimer:
-			killTimer = nil
-			log.Error("the command outlived --grace after the loss: SIGKILL", "pid", pid)
-			signalGroup(pid, syscall.SIGKILL)
+			c.stop()
 		}
 	}
 }
 
-// signalGroup sends s to the command's process group (the command and its
-// children), falling back to the command alone.
-func signalGroup(pid int, s syscall.Signal) {
-	if err := syscall.Kill(-pid, s); err != nil {
-		_ = syscall.Kill(pid, s)
-	}
-}
-
-// exitCode turns the command's end into an exit code: its own status, or
+// exitCode turns a process's end into an exit code: its own status, or
 // 128+N when signal N killed it.
-func exitCode(ps *os.ProcessState, err error) int {
-	if ps == nil {
-		if err != nil {
-			return exitSoftware
-		}
-		return exitOK
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
+}
+
+// startError maps a failure to start the command to lease run's exit code:
+// 127 when it was not found, 126 when it could not be executed.
+func startError(err error) int {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+		return exitNotFound
+	}
+	return exitCannotExec
 }

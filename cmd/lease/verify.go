@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/verify"
 )
@@ -34,21 +35,26 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
 	fs := newFlagSet("verify", "[flags]", stderr)
 	c.register(fs)
-	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults")
-	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (etcd needs at least 2s)")
-	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes")
-	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
+	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
+	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64)")
+	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
 	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
 	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register row (default: a local file)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := fs.parse(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, "verify", exitUsage, "unexpected arguments %q", fs.Args())
 	}
-	if cfg.Duration <= 0 || cfg.Duration > 24*time.Hour {
-		return fail(stderr, "verify", exitUsage, "--duration %v: want between 0 and 24h", cfg.Duration)
+	if err := firstErr(
+		checkDuration("duration", cfg.Duration, time.Millisecond, 24*time.Hour),
+		checkDuration("ttl", cfg.TTL, lease.MinTTL, time.Minute),
+		checkCount("workers", cfg.Workers, 1, 64),
+		checkCount("hold", cfg.Hold, 0, 1000),
+	); err != nil {
+		return fail(stderr, "verify", exitUsage, "%v", err)
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
@@ -72,14 +78,15 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	// store is not a violation.
 	s, safe, code, err := c.openStore(ctx, log)
 	if err != nil {
-		return fail(stderr, "verify", code, "store %s: %v", safe, err)
+		return fail(stderr, "verify", code, "%v", err) // Open's error names the store
 	}
-	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-	_, err = s.Inspect(pctx, "leasekit-verify-probe")
+	const probe = "leasekit-verify-probe"
+	pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+	_, err = s.Inspect(pctx, probe)
 	pcancel()
 	_ = s.Close()
 	if err != nil {
-		return fail(stderr, "verify", exitUnavailable, "store %s: %s", safe, redactErr(err, c.storeURL()))
+		return fail(stderr, "verify", exitUnavailable, "reach store %s: %s", safe, redactErr(stripOp(err, "inspect", probe), c.storeURL()))
 	}
 	cfg.Store = c.storeURL()
 	exe, err := os.Executable()
@@ -116,17 +123,14 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 
 // verifyWorkerCommand is the hidden worker process of lease verify.
 func verifyWorkerCommand(stderr io.Writer) int {
+	// The worker's stderr ends up in the report: not go-redis's retries.
+	routeRedisLog(slog.New(slog.DiscardHandler), func(s string) string { return s })
 	verify.MaybeWorker() // exits when started by lease verify
 	return fail(stderr, "verify-worker", exitUsage, "internal command of lease verify")
 }
 
-// redactErr removes the password of rawURL from err's text.
+// redactErr removes the secrets of rawURL, and rawURL itself, from err's
+// text.
 func redactErr(err error, rawURL string) string {
-	msg := err.Error()
-	if u, perr := url.Parse(rawURL); perr == nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, leaseurl.Redacted)
-		}
-	}
-	return strings.ReplaceAll(msg, rawURL, leaseurl.Redact(rawURL))
+	return strings.ReplaceAll(leaseurl.RedactText(err.Error(), rawURL), rawURL, leaseurl.Redact(rawURL))
 }
