@@ -80,10 +80,11 @@
 // # Metrics and logs
 //
 // --metrics-addr ADDR serves Prometheus metrics at http://ADDR/metrics
-// (package leaseprom: lease_acquired_total, lease_lost_total{reason},
-// lease_released_total, lease_renewals_total, lease_renew_failures_total,
-// lease_heartbeat_latency_seconds, lease_acquire_wait_seconds, lease_held,
-// plus Go and process metrics); --metrics-key-label adds the key as a label.
+// (package leaseprom: lease_acquired_total, lease_acquire_failed_total{reason},
+// lease_lost_total{reason}, lease_released_total, lease_renewals_total,
+// lease_renew_failures_total, lease_heartbeat_latency_seconds,
+// lease_acquire_wait_seconds, lease_held, plus Go and process metrics);
+// --metrics-key-label adds the key as a label.
 // Logs go to stderr through log/slog: --log-level debug|info|warn|error,
 // --log-format text|json.
 //
