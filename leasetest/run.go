@@ -162,6 +162,16 @@ func (e *env) key(name string) string { return name + "-" + randHex(4) }
 
 // store returns a new store over the subtest's namespace, closed at cleanup
 // after the clients made on it.
+// longTTL is a TTL that renewals late by seconds on a busy machine do not
+// let lapse: 20 TTLs, or the store's maximum if that is shorter.
+func (e *env) longTTL(s lease.Store) time.Duration {
+	d := 20 * e.ttl
+	if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
+		d = min(d, l.Limits().MaxTTL)
+	}
+	return d
+}
+
 func (e *env) store() lease.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t, e.ns)

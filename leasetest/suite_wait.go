@@ -205,14 +205,15 @@ func (e *env) wantGaveUp(err, cause error, key, holder string, fence uint64, wai
 // an EventAcquireFailed with that error.
 func testAcquireGiveUp(e *env) {
 	holder := "giveup-holder-" + randHex(4)
-	ca := e.client(e.store(), lease.WithHolder(holder))
+	sa := e.store()
+	ca := e.client(sa, lease.WithHolder(holder))
 	fb := e.faulty()
 	rec := &Recorder{}
 	cb := e.client(fb, lease.WithObserver(rec))
 	key := e.key("giveup")
 	// The holder's leases must outlast a busy machine's late renewals: this
 	// test is about the waiter, not about losing.
-	long := lease.WithTTL(20 * e.ttl)
+	long := lease.WithTTL(e.longTTL(sa))
 	la := e.tryAcquire(ca, key, long)
 
 	// A deadline, long enough for the store to refuse a first attempt.
