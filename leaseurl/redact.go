@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/leasekit/lease/internal/oneline"
 )
 
 // Redacted replaces passwords in redacted output.
@@ -166,7 +168,7 @@ func scrub(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
-	return &redactedError{msg: oneLine(RedactText(err.Error(), rawURL)), err: err}
+	return &redactedError{msg: oneline.Join(RedactText(err.Error(), rawURL)), err: err}
 }
 
 // RedactText returns text with every secret of the store URL rawURL (its

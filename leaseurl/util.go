@@ -25,31 +25,3 @@ func hostList(host, defaultPort string) []string {
 	}
 	return out
 }
-
-// oneLine joins the lines of an error message with "; " (" " after a line
-// ending in ':'), leaving out blank and repeated ones: pgx's connection
-// errors list every address tried, one per line, the same one twice when it
-// retried without TLS.
-func oneLine(msg string) string {
-	if !strings.Contains(msg, "\n") {
-		return msg
-	}
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, l := range strings.Split(msg, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || seen[l] {
-			continue
-		}
-		seen[l] = true
-		switch s := b.String(); {
-		case s == "":
-		case strings.HasSuffix(s, ":"):
-			b.WriteString(" ")
-		default:
-			b.WriteString("; ")
-		}
-		b.WriteString(l)
-	}
-	return b.String()
-}

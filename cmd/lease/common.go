@@ -15,6 +15,8 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
+
+	"github.com/leasekit/lease/internal/oneline"
 )
 
 // Exit codes; doc.go documents them.
@@ -99,33 +101,6 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, 
 
 // fail prints "lease CMD: msg" to stderr, on one line, and returns code.
 func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
-	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, oneline.Join(fmt.Sprintf(format, args...)))
 	return code
-}
-
-// oneLine joins the lines of a message with "; ", leaving out blank and
-// repeated ones: some drivers' errors span lines (pgx lists every address
-// it tried, the same one twice when it retried without TLS).
-func oneLine(msg string) string {
-	if !strings.Contains(msg, "\n") {
-		return msg
-	}
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, l := range strings.Split(msg, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || seen[l] {
-			continue
-		}
-		seen[l] = true
-		switch s := b.String(); {
-		case s == "":
-		case strings.HasSuffix(s, ":"):
-			b.WriteString(" ")
-		default:
-			b.WriteString("; ")
-		}
-		b.WriteString(l)
-	}
-	return b.String()
 }

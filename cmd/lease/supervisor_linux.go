@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leasekit/lease/internal/oneline"
 )
 
 // The supervisor's pipes, as file descriptors in the supervisor.
@@ -79,7 +81,7 @@ func (s *supervisor) run(argv []string, ctl io.Reader) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		s.report("failed %d %s", exitSoftware, oneLine(fmt.Sprintf("become a subreaper: %v", err)))
+		s.report("failed %d %s", exitSoftware, oneline.Join(fmt.Sprintf("become a subreaper: %v", err)))
 		return exitSoftware
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -91,7 +93,7 @@ func (s *supervisor) run(argv []string, ctl io.Reader) int {
 	// goroutine keeps its thread for the supervisor's whole life.
 	runtime.LockOSThread()
 	if err := cmd.Start(); err != nil {
-		s.report("failed %d %s", startError(err), oneLine(err.Error()))
+		s.report("failed %d %s", startError(err), oneline.Join(err.Error()))
 		return startError(err)
 	}
 	cpid := cmd.Process.Pid
