@@ -15,7 +15,6 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
-
 	"github.com/leasekit/lease/internal/oneline"
 )
 
