@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/internal/oneline"
+	"github.com/leasekit/lease/leaseurl"
 )
 
 // Exit codes; doc.go documents them.
