@@ -172,6 +172,17 @@ func (e *env) longTTL(s lease.Store) time.Duration {
 	return d
 }
 
+// heartbeatTTL is a TTL for tests of the heartbeat keeping leases: at least
+// 2s, whose renewals may run a second late without losing (the subtest's
+// TTL if longer, the store's maximum if shorter).
+func (e *env) heartbeatTTL(s lease.Store) time.Duration {
+	d := max(e.ttl, 2*time.Second)
+	if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
+		d = min(d, l.Limits().MaxTTL)
+	}
+	return d
+}
+
 func (e *env) store() lease.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t, e.ns)

@@ -5,6 +5,7 @@ package leasetest
 
 import (
 	"errors"
+	"time"
 
 	"github.com/leasekit/lease"
 )
@@ -12,27 +13,47 @@ import (
 // testStoreRenewExtends: Renew pushes the expiry to TTL from the renewal.
 func testStoreRenewExtends(e *env) {
 	s, other := e.store(), e.store()
-	key := e.key("renew")
-	r, g := e.storeAcquire(s, key, "a", e.ttl)
-	e.sleep(e.ttl / 2)
-	if err := s.Renew(e.ctx, r); err != nil {
-		e.t.Fatalf("Renew: %v", err)
+	// A round is conclusive only if its checks ran when they meant to: on a
+	// busy machine a late sleep can pass the renewed expiry too, and the
+	// round is then run again rather than failed.
+	for round := 1; ; round++ {
+		key := e.key("renew")
+		start := time.Now()
+		r, g := e.storeAcquire(s, key, "a", e.ttl)
+		e.sleep(e.ttl / 2)
+		renewed := time.Now()
+		if err := s.Renew(e.ctx, r); err != nil {
+			if time.Since(start) > e.ttl*9/10 && round < 5 {
+				e.t.Logf("round %d: Renew sent %v after the acquire, too late to judge: again", round, renewed.Sub(start))
+				continue
+			}
+			e.t.Fatalf("Renew: %v", err)
+		}
+		info := e.inspect(s, key)
+		late := time.Since(renewed) > e.ttl*3/10
+		if !late && (!info.Held || info.Fence != g.Fence) {
+			e.t.Fatalf("after Renew: Inspect = %+v, want held with fence %d", info, g.Fence)
+		}
+		if !late && info.Remaining != 0 && info.Remaining < e.ttl*6/10 {
+			e.t.Errorf("after Renew: Remaining = %v, want > %v (60%% of the TTL)", info.Remaining, e.ttl*6/10)
+		}
+		// Past the original expiry (TTL after the acquire), before the renewed one.
+		e.sleep(time.Until(start.Add(e.ttl + e.ttl/5)))
+		info = e.inspect(other, key)
+		_, err := other.Acquire(e.ctx, lease.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl})
+		if late || time.Since(renewed) > e.ttl*9/10 {
+			if round < 5 {
+				e.t.Logf("round %d: the checks ran %v after the renewal, too late to judge: again", round, time.Since(renewed))
+				continue
+			}
+			e.t.Fatalf("5 rounds in a row were too slow to judge the renewal (the machine is overloaded)")
+		}
+		if !info.Held || info.Fence != g.Fence {
+			e.t.Errorf("after the original TTL: Inspect = %+v, want still held with fence %d", info, g.Fence)
+		}
+		e.wantHeld(err, key, "a", g.Fence)
+		return
 	}
-	info := e.inspect(s, key)
-	if !info.Held || info.Fence != g.Fence {
-		e.t.Fatalf("after Renew: Inspect = %+v, want held with fence %d", info, g.Fence)
-	}
-	if info.Remaining != 0 && info.Remaining < e.ttl*6/10 {
-		e.t.Errorf("after Renew: Remaining = %v, want > %v (60%% of the TTL)", info.Remaining, e.ttl*6/10)
-	}
-	// Past the original expiry (TTL after the acquire), before the renewed one.
-	e.sleep(e.ttl/2 + e.ttl/5)
-	info = e.inspect(other, key)
-	if !info.Held || info.Fence != g.Fence {
-		e.t.Errorf("after the original TTL: Inspect = %+v, want still held with fence %d", info, g.Fence)
-	}
-	_, err := other.Acquire(e.ctx, lease.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl})
-	e.wantHeld(err, key, "a", g.Fence)
 }
 
 // testStoreRenewAfterExpiry: an expired lease cannot be renewed or released.
