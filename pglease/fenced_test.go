@@ -58,7 +58,9 @@ func TestFencedTxStalledHolder(t *testing.T) {
 			s := storeNS(t, pool, mode, ns)
 			fs := leasetest.Faulty(s)
 			c1 := newClient(t, fs, lease.WithTTL(ttl))
-			c2 := newClient(t, storeNS(t, pool, mode, ns), lease.WithTTL(ttl))
+			// The next holder does not stall: a long TTL keeps a busy
+			// machine's late renewals from losing its lease before its write.
+			c2 := newClient(t, storeNS(t, pool, mode, ns), lease.WithTTL(20*ttl))
 			table := userTable(t, pool, "writer text NOT NULL, fence bigint NOT NULL")
 			write := func(l *lease.Lease, who string) error {
 				return s.FencedTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error {
