@@ -367,7 +367,8 @@ func remaining(d nodeData, mtime, now int64) time.Duration {
 // Inspect implements lease.Store: the lowest node of key, unless its TTL ran
 // out or it is a queued waiter's entry (the key is then free, reserved for
 // the queue). It costs three round trips, one of them a write to the key's
-// parent node, which is how the Store learns the server's time.
+// parent node, which is how the Store learns the server's time; the write
+// comes first, so that the reads see every write completed before Inspect.
 func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return lease.Info{}, err
@@ -378,6 +379,17 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	free := lease.Info{Key: key}
 	parent := s.parent(key)
 	for range maxRounds {
+		// The write first: once it has completed, this session's server
+		// has applied every write before it, so the reads after it see
+		// what other sessions wrote before this call (ZooKeeper reads
+		// from a lagging follower otherwise).
+		pst, err := s.conn.Set(parent, nil, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			return free, nil
+		}
+		if err != nil {
+			return lease.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
+		}
 		children, _, err := s.conn.Children(parent)
 		if errors.Is(err, zk.ErrNoNode) {
 			return free, nil
@@ -400,13 +412,6 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		if decodeData(data).Waiting {
 			// A queued waiter's entry: the key is free, reserved for it.
 			return free, nil
-		}
-		pst, err := s.conn.Set(parent, nil, -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			return free, nil
-		}
-		if err != nil {
-			return lease.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
 		}
 		d := decodeData(data)
 		if d.expiresAt(st.Mtime) <= pst.Mtime {
