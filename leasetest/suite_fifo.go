@@ -196,10 +196,11 @@ func testFIFOClients(e *env) {
 		return
 	}
 	key := e.key("fifo-clients")
-	// The first holder must not lapse while the waiters queue up, however
-	// late a busy machine runs its renewals.
+	// Nobody's lease or place in the queue may lapse (a busy machine's late
+	// renewals): the key would then go out of order, or to the probe.
 	hs := e.store()
-	holder := e.client(hs, lease.WithTTL(e.longTTL(hs)))
+	long := lease.WithTTL(e.longTTL(hs))
+	holder := e.client(hs, long)
 	first := e.tryAcquire(holder, key)
 	type got struct {
 		who string
@@ -213,7 +214,7 @@ func testFIFOClients(e *env) {
 	var wg sync.WaitGroup
 	names := []string{"W1", "W2", "W3"}
 	for i, name := range names {
-		c := e.client(e.store(), lease.WithHolder(name))
+		c := e.client(e.store(), lease.WithHolder(name), long)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

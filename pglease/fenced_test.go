@@ -49,7 +49,9 @@ func countRows(t *testing.T, pool *pgxpool.Pool, table, where string, args ...an
 // its FencedTx write rejected by PostgreSQL (before and after another client
 // takes the key over); the new holder's write goes through.
 func TestFencedTxStalledHolder(t *testing.T) {
-	const ttl = 300 * time.Millisecond
+	// The stalled holder's TTL outlasts a busy machine's late renewals
+	// before the stall; the next holder's must not lapse during the test.
+	const ttl, long = 2 * time.Second, 30 * time.Second
 	pool := sharedPool(t)
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -58,9 +60,7 @@ func TestFencedTxStalledHolder(t *testing.T) {
 			s := storeNS(t, pool, mode, ns)
 			fs := leasetest.Faulty(s)
 			c1 := newClient(t, fs, lease.WithTTL(ttl))
-			// The next holder does not stall: a long TTL keeps a busy
-			// machine's late renewals from losing its lease before its write.
-			c2 := newClient(t, storeNS(t, pool, mode, ns), lease.WithTTL(20*ttl))
+			c2 := newClient(t, storeNS(t, pool, mode, ns), lease.WithTTL(long))
 			table := userTable(t, pool, "writer text NOT NULL, fence bigint NOT NULL")
 			write := func(l *lease.Lease, who string) error {
 				return s.FencedTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error {
@@ -78,7 +78,10 @@ func TestFencedTxStalledHolder(t *testing.T) {
 			}
 
 			fs.BlockRenewals(true) // the holder stalls
-			time.Sleep(ttl + ttl/2 + 100*time.Millisecond)
+			// Wait for the store to see the lease expired (by the server's
+			// clock, or the end of the idle session) rather than for a
+			// fixed time, which a busy server may overrun.
+			waitExpired(t, ctx, s, key, 10*ttl)
 			if err := write(l1, "stalled-holder"); !errors.Is(err, lease.ErrNotHeld) {
 				t.Fatalf("FencedTx of the stalled holder past its TTL: %v, want ErrNotHeld", err)
 			}
@@ -102,6 +105,25 @@ func TestFencedTxStalledHolder(t *testing.T) {
 				t.Errorf("%d rows of the legitimate writes, want 2", n)
 			}
 		})
+	}
+}
+
+// waitExpired polls s until key is no longer held, failing t after d.
+func waitExpired(t *testing.T, ctx context.Context, s lease.Store, key string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		info, err := s.Inspect(ctx, key)
+		if err != nil {
+			t.Fatalf("Inspect(%q): %v", key, err)
+		}
+		if !info.Held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still held %v after its holder stalled: %+v", key, d, info)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
