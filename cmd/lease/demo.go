@@ -132,8 +132,11 @@ func (d *demo) check(ok bool, what string, args ...any) bool {
 
 // spawn starts a worker process.
 func (d *demo) spawn(name string, stderr io.Writer) (*demoWorker, error) {
-	cmd := exec.Command(d.exe, "demo-worker", "--store", d.storeU, "--key", d.key, "--ttl", d.ttl.String(),
+	cmd := exec.Command(d.exe, "demo-worker", "--key", d.key, "--ttl", d.ttl.String(),
 		"--name", name, "--register", d.regPath, "--log-level", d.wlevel)
+	// The URL may hold a password: the environment is readable only by our
+	// user, a command line by everyone (ps).
+	cmd.Env = append(os.Environ(), demoStoreEnv+"="+d.storeU)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C of the demo does not hit the workers first
 	in, err := cmd.StdinPipe()
