@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/termtext"
 	"github.com/leasekit/lease/leaseurl"
 )
 
@@ -116,8 +117,10 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	return d.summary(err)
 }
 
+// say prints a timeline line; holders come from the store (--store may be
+// shared), hence the escaping.
 func (d *demo) say(format string, args ...any) {
-	fmt.Fprintf(d.out, "%6.2fs  %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(d.out, "%6.2fs  %s\n", time.Since(d.start).Seconds(), termtext.Escape(fmt.Sprintf(format, args...)))
 }
 
 // check records an expectation and prints it if it failed.

@@ -76,7 +76,9 @@
 //
 // Prints the holder, fence and remaining TTL of KEY, or "free". --json prints
 // one object: {"key", "held", "holder", "fence", "remaining_ms", "store"};
-// remaining_ms is 0 when the store cannot tell (etcd).
+// remaining_ms is 0 when the store cannot tell (etcd). Control characters
+// and invalid UTF-8 in the key and holder are escaped ("\n", "\x1b"), here
+// and in every message and error line of lease.
 //
 // # Metrics and logs
 //
