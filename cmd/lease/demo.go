@@ -257,10 +257,10 @@ func (d *demo) summary(err error) int {
 			mark = "FAIL"
 			failed++
 		}
-		fmt.Fprintf(d.out, "  %s  %s\n", mark, c.what)
+		fmt.Fprintf(d.out, "  %s  %s\n", mark, termtext.Escape(c.what))
 	}
 	if err != nil {
-		fmt.Fprintf(d.out, "  FAIL  the story could not finish: %v\n", err)
+		fmt.Fprintf(d.out, "  FAIL  the story could not finish: %s\n", termtext.Escape(err.Error()))
 		failed++
 	}
 	if failed > 0 {
