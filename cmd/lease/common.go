@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/oneline"
+	"github.com/leasekit/lease/internal/termtext"
 	"github.com/leasekit/lease/leaseurl"
 )
 
@@ -99,7 +100,9 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, 
 }
 
 // fail prints "lease CMD: msg" to stderr, on one line, and returns code.
+// Control characters left in msg (from a key, holder or store error) are
+// escaped: they must not drive the terminal.
 func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
-	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, oneline.Join(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, termtext.Escape(oneline.Join(fmt.Sprintf(format, args...))))
 	return code
 }

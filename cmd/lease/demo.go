@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/termtext"
 	"github.com/leasekit/lease/leaseurl"
 )
 
@@ -116,8 +117,10 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	return d.summary(err)
 }
 
+// say prints a timeline line; holders come from the store (--store may be
+// shared), hence the escaping.
 func (d *demo) say(format string, args ...any) {
-	fmt.Fprintf(d.out, "%6.2fs  %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(d.out, "%6.2fs  %s\n", time.Since(d.start).Seconds(), termtext.Escape(fmt.Sprintf(format, args...)))
 }
 
 // check records an expectation and prints it if it failed.
@@ -132,8 +135,11 @@ func (d *demo) check(ok bool, what string, args ...any) bool {
 
 // spawn starts a worker process.
 func (d *demo) spawn(name string, stderr io.Writer) (*demoWorker, error) {
-	cmd := exec.Command(d.exe, "demo-worker", "--store", d.storeU, "--key", d.key, "--ttl", d.ttl.String(),
+	cmd := exec.Command(d.exe, "demo-worker", "--key", d.key, "--ttl", d.ttl.String(),
 		"--name", name, "--register", d.regPath, "--log-level", d.wlevel)
+	// The URL may hold a password: the environment is readable only by our
+	// user, a command line by everyone (ps).
+	cmd.Env = append(os.Environ(), demoStoreEnv+"="+d.storeU)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C of the demo does not hit the workers first
 	in, err := cmd.StdinPipe()
@@ -251,10 +257,10 @@ func (d *demo) summary(err error) int {
 			mark = "FAIL"
 			failed++
 		}
-		fmt.Fprintf(d.out, "  %s  %s\n", mark, c.what)
+		fmt.Fprintf(d.out, "  %s  %s\n", mark, termtext.Escape(c.what))
 	}
 	if err != nil {
-		fmt.Fprintf(d.out, "  FAIL  the story could not finish: %v\n", err)
+		fmt.Fprintf(d.out, "  FAIL  the story could not finish: %s\n", termtext.Escape(err.Error()))
 		failed++
 	}
 	if failed > 0 {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type workerEvent struct {
 	Err         string `json:"err,omitempty"`
 }
 
+// demoStoreEnv carries the store URL from lease demo to its workers, off
+// their command lines.
+const demoStoreEnv = "LEASEKIT_DEMO_STORE"
+
 func demoWorkerCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var c common
 	var key, name, regPath string
@@ -46,6 +51,9 @@ func demoWorkerCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	if err := checkDuration("ttl", ttl, lease.MinTTL, maxDemoTTL); err != nil {
 		return fail(stderr, "demo-worker", exitUsage, "%v", err)
+	}
+	if c.store == "" {
+		c.store = os.Getenv(demoStoreEnv)
 	}
 	log, err := c.logger(stderr)
 	if err != nil {

@@ -37,7 +37,8 @@
 // SIGUSR1 and SIGUSR2 sent to lease are forwarded to CMD's process group. If
 // the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
 // --grace. If lease itself is killed with kill -9, the lease expires after
-// --ttl.
+// --ttl. $LEASE_STORE, whose URL may hold a password, is removed from CMD's
+// environment unless --pass-store is given.
 //
 // On Linux no process of CMD outlives lease run. CMD runs under a supervisor
 // process (this binary, as the hidden "lease run-supervisor") that is a
@@ -75,7 +76,9 @@
 //
 // Prints the holder, fence and remaining TTL of KEY, or "free". --json prints
 // one object: {"key", "held", "holder", "fence", "remaining_ms", "store"};
-// remaining_ms is 0 when the store cannot tell (etcd).
+// remaining_ms is 0 when the store cannot tell (etcd). Control characters
+// and invalid UTF-8 in the key and holder are escaped ("\n", "\x1b"), here
+// and in every message and error line of lease.
 //
 // # Metrics and logs
 //
@@ -111,5 +114,6 @@
 // resumed with SIGCONT, writes with its old fence to a fenced register (a
 // file under flock) that rejects the write. It prints a timeline and a
 // summary and exits 1 if any expectation failed. It takes about 9 s with the
-// default --ttl 2s.
+// default --ttl 2s. The workers get the store URL in their environment,
+// never on their command lines, where ps would show a password.
 package main

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,7 @@ type runFlags struct {
 	holder      string
 	metricsAddr string
 	keyLabel    bool
+	passStore   bool
 }
 
 // forwarded are the signals lease run passes on to the command.
@@ -47,6 +49,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics")
 	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
+	fs.BoolVar(&f.passStore, "pass-store", false, "keep $"+storeEnv+" (which may hold a password) in the command's environment")
 	if code := fs.parse(args); code >= 0 {
 		return code
 	}
@@ -246,9 +249,15 @@ func stripOp(err error, op, key string) error {
 	}
 }
 
-// childEnv returns the environment of the command: ours plus the lease's.
-func childEnv(l *lease.Lease) []string {
-	return append(os.Environ(),
+// childEnv returns the environment of the command: ours plus the lease's,
+// without $LEASE_STORE unless passStore: the store URL may hold a password
+// the command has no need for.
+func childEnv(l *lease.Lease, passStore bool) []string {
+	env := os.Environ()
+	if !passStore {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, storeEnv+"=") })
+	}
+	return append(env,
 		"LEASE_KEY="+l.Key(),
 		"LEASE_TOKEN="+l.Token(),
 		"LEASE_FENCE="+strconv.FormatUint(l.Fence(), 10),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/termtext"
 )
 
 // statusJSON is the object lease status --json prints.
@@ -81,7 +82,11 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if asJSON {
 		out := statusJSON{Key: key, Held: info.Held, Holder: info.Holder, Fence: info.Fence,
 			RemainingMS: info.Remaining.Milliseconds(), Store: safeURL}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return fail(stderr, "status", exitSoftware, "%v", err)
+		}
+		if _, err := stdout.Write(append(termtext.JSON(b), '\n')); err != nil {
 			return fail(stderr, "status", exitSoftware, "%v", err)
 		}
 		return exitOK
@@ -90,9 +95,11 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// printStatus prints info; key and holder come from whoever wrote to the
+// store, so they are escaped (and the store URL with them).
 func printStatus(w io.Writer, key, store string, info lease.Info) {
-	fmt.Fprintf(w, "key:       %s\n", key)
-	fmt.Fprintf(w, "store:     %s\n", store)
+	fmt.Fprintf(w, "key:       %s\n", termtext.Escape(key))
+	fmt.Fprintf(w, "store:     %s\n", termtext.Escape(store))
 	if !info.Held {
 		fmt.Fprintf(w, "status:    free\n")
 		if info.Fence > 0 {
@@ -101,7 +108,7 @@ func printStatus(w io.Writer, key, store string, info lease.Info) {
 		return
 	}
 	fmt.Fprintf(w, "status:    held\n")
-	fmt.Fprintf(w, "holder:    %s\n", info.Holder)
+	fmt.Fprintf(w, "holder:    %s\n", termtext.Escape(info.Holder))
 	fmt.Fprintf(w, "fence:     %d\n", info.Fence)
 	if info.Remaining > 0 {
 		fmt.Fprintf(w, "remaining: %v\n", info.Remaining.Round(time.Millisecond))

@@ -45,7 +45,7 @@ type child interface {
 // returns lease run's exit code: the command's own, or exitLost if the lease
 // was lost meanwhile.
 func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signal, log *slog.Logger, stderr io.Writer) int {
-	c, code, err := startChild(argv, childEnv(l), f.grace)
+	c, code, err := startChild(argv, childEnv(l, f.passStore), f.grace)
 	if err != nil {
 		return fail(stderr, "run", code, "%v", err)
 	}
