@@ -62,35 +62,23 @@ func (e *env) observe(el *election.Election) (*observed, context.CancelFunc) {
 
 // waitFor waits up to d for a delivered leader with fence f.
 func (o *observed) waitFor(f uint64, d time.Duration) bool {
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		for _, l := range o.leaders {
-			if l.Held && l.Fence == f {
-				o.mu.Unlock()
-				return true
-			}
-		}
-		ch := o.changed
-		o.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timeout.C:
-			return false
-		}
-	}
+	return o.waitUntil(func(l election.Leader) bool { return l.Fence == f }, d)
 }
 
 // waitForAtLeast waits up to d for a delivered leader with a fence of at
 // least f.
 func (o *observed) waitForAtLeast(f uint64, d time.Duration) bool {
+	return o.waitUntil(func(l election.Leader) bool { return l.Fence >= f }, d)
+}
+
+// waitUntil waits up to d for a delivered leader (held) that ok accepts.
+func (o *observed) waitUntil(ok func(election.Leader) bool, d time.Duration) bool {
 	timeout := time.NewTimer(d)
 	defer timeout.Stop()
 	for {
 		o.mu.Lock()
 		for _, l := range o.leaders {
-			if l.Held && l.Fence >= f {
+			if l.Held && ok(l) {
 				o.mu.Unlock()
 				return true
 			}
