@@ -117,12 +117,12 @@ func shareKeys(t *testing.T, url string) {
 	}
 	defer b.Close()
 	key := fmt.Sprintf("leaseurl-test-%d", time.Now().UnixNano())
-	ca, err := lease.New(a, lease.WithTTL(3*time.Second), lease.WithHolder("a"))
+	ca, err := lease.New(a, lease.WithTTL(30*time.Second), lease.WithHolder("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ca.Close()
-	cb, err := lease.New(b, lease.WithTTL(3*time.Second), lease.WithHolder("b"))
+	cb, err := lease.New(b, lease.WithTTL(30*time.Second), lease.WithHolder("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
