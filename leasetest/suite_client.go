@@ -146,16 +146,18 @@ func testFencesIncrease(e *env) {
 // testHeartbeatKeeps: the heartbeat keeps a lease well past its TTL; Release
 // ends it once.
 func testHeartbeatKeeps(e *env) {
-	c1, c2 := e.client(e.store()), e.client(e.store())
+	s := e.store()
+	ttl := e.heartbeatTTL(s) // renewals a second late must not lose it
+	c1, c2 := e.client(s, lease.WithTTL(ttl)), e.client(e.store())
 	key := e.key("heartbeat")
 	l := e.tryAcquire(c1, key)
 	fence := l.Fence()
-	e.sleep(3*e.ttl + e.ttl/2)
+	e.sleep(2*ttl + ttl/2)
 	if err := l.Err(); err != nil {
-		e.t.Fatalf("after 3.5 TTLs: Err() = %v, want nil (the heartbeat keeps the lease)", err)
+		e.t.Fatalf("after 2.5 TTLs: Err() = %v, want nil (the heartbeat keeps the lease)", err)
 	}
 	if closed(l.Done()) {
-		e.t.Fatalf("after 3.5 TTLs: Done() is closed")
+		e.t.Fatalf("after 2.5 TTLs: Done() is closed")
 	}
 	if l.Fence() != fence {
 		e.t.Errorf("Fence() changed from %d to %d while held", fence, l.Fence())
@@ -183,7 +185,10 @@ func testHeartbeatKeeps(e *env) {
 // testDo: Do runs fn while holding the key, returns fn's error and releases
 // the key afterwards.
 func testDo(e *env) {
-	c, other := e.client(e.store()), e.client(e.store())
+	s := e.store()
+	// Do releases at the end; a long TTL keeps a slow machine from losing
+	// the lease while fn checks it.
+	c, other := e.client(s, lease.WithTTL(e.longTTL(s))), e.client(e.store())
 	key := e.key("do")
 	errFn := errors.New("fn failed")
 	var (
