@@ -117,12 +117,17 @@ func shareKeys(t *testing.T, url string) {
 	}
 	defer b.Close()
 	key := fmt.Sprintf("leaseurl-test-%d", time.Now().UnixNano())
-	ca, err := lease.New(a, lease.WithTTL(30*time.Second), lease.WithHolder("a"))
+	// A long TTL so a busy host's heartbeat keeps it, within the store's limit.
+	ttl := 30 * time.Second
+	if l, ok := a.(lease.Limiter); ok && l.Limits().MaxTTL > 0 && l.Limits().MaxTTL < ttl {
+		ttl = l.Limits().MaxTTL
+	}
+	ca, err := lease.New(a, lease.WithTTL(ttl), lease.WithHolder("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ca.Close()
-	cb, err := lease.New(b, lease.WithTTL(30*time.Second), lease.WithHolder("b"))
+	cb, err := lease.New(b, lease.WithTTL(ttl), lease.WithHolder("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
