@@ -18,7 +18,10 @@
 //	                             Redis servers' credentials, sentinel_username/sentinel_password the sentinels'
 //	postgres://user:pass@host/db[?mode=advisory&table=t&namespace=ns&migrate=false]
 //	etcd://[user:pass@]host:port,host:port[/prefix/]   (etcds:// for TLS)
-//	zk://host:port,host:port[/chroot]
+//	zk://[user:pass@]host:port,host:port[/root][?session_timeout=10s]
+//	                             ZooKeeper; with user:pass the store logs in (digest) and creates its
+//	                             nodes for that identity only (creator ACL), refusing a root open to
+//	                             anyone (zklease.ErrOpenRoot); without, its nodes are open to anyone
 //
 // Every Redis scheme also takes replica_ack=N and replica_ack_timeout=D
 // (default [DefaultReplicaAckTimeout]): redislease.WithReplicaAck, a WAIT for

@@ -18,9 +18,12 @@ func init() { Register("zk", openZK) }
 // is then the store's maximum TTL.
 const DefaultZKSessionTimeout = 10 * time.Second
 
-// openZK dials zk://[user:pass@]host:port,host:port[/chroot][?session_timeout=10s].
-// The path is the root znode of the keys (default zklease.DefaultRoot); a
-// user and password authenticate with the digest scheme.
+// openZK dials zk://[user:pass@]host:port,host:port[/root][?session_timeout=10s].
+// The path is the root znode of the keys (default zklease.DefaultRoot). A
+// user and password authenticate with the digest scheme, and the store then
+// creates its nodes with the creator ACL (that identity only) and refuses a
+// root open to anyone (zklease.ErrOpenRoot); without them, every node is
+// open to anyone (world:anyone).
 func openZK(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
 	servers := hostList(u.Host, "2181")
 	if len(servers) == 0 {

@@ -111,7 +111,32 @@
 // characters and "…" ("_c_0123abcd…-0000000007"), as the Client's logs
 // show tokens, so the errors the Client logs (during an outage, say) never
 // reveal a token, ours or another holder's. The node names and data on the
-// server do hold it: protect them with an ACL (WithACL).
+// server do hold it: protect them with an ACL (see Access control).
+//
+// # Access control
+//
+// Without credentials a Store creates its nodes open to anyone
+// (world:anyone, all permissions): any client of the ensemble can read the
+// tokens, delete a holder's node and take the key. A Store made by Dial with
+// WithAuth (a zk://user:pass@ URL) creates every node, the root and its
+// missing ancestors included, with the creator ACL, zk.AuthACL(zk.PermAll):
+// only the identity it logged in as (every store with the same user and
+// password) may read, change or delete them, or create nodes beside them,
+// as Curator does with an ACLProvider. WithACL sets the ACL explicitly and
+// wins over both defaults.
+//
+// ZooKeeper ACLs are not inherited, and an existing node keeps its own. A
+// root that lets anyone create under it lets anyone make a key's node
+// first, with an ACL of their choosing, and then list (the names hold the
+// tokens) and delete the holder nodes under it. So Dial with WithAuth and
+// no WithACL refuses a root that already exists and grants world:anyone
+// more than read (ErrOpenRoot; one made by an earlier anonymous store, say):
+// fix its ACL (setAcl) or use another root. Deleting a node is permitted
+// by its parent's ACL, so the root's parent must not let others delete and
+// re-create the root: ZooKeeper's "/" is open to anyone by default, so put
+// the root under a node you have locked down. Key nodes that already exist
+// are not checked: after locking down a root that anonymous stores used,
+// their key nodes go once they are empty (container nodes).
 //
 // # Announcements
 //

@@ -18,6 +18,7 @@ type Option func(*config)
 type config struct {
 	root           string
 	acl            []zk.ACL
+	aclSet         bool          // WithACL was given
 	sessionTimeout time.Duration // New: the negotiated session timeout, as the caller knows it
 	dialer         zk.Dialer     // Dial only
 	logger         *slog.Logger  // Dial only
@@ -35,14 +36,18 @@ type authInfo struct {
 // root share keys.
 func WithRoot(path string) Option { return func(c *config) { c.root = path } }
 
-// WithACL sets the ACL of the nodes the Store creates (the root, the key
-// parents and the holder nodes); default zk.WorldACL(zk.PermAll). For a
-// digest ACL use zk.DigestACL(zk.PermAll, user, password) and authenticate
-// the connection with the same identity: conn.AddAuth("digest",
+// WithACL sets the ACL of the nodes the Store creates (the root and its
+// missing ancestors, the key parents and the holder nodes). The default is
+// the creator ACL, zk.AuthACL(zk.PermAll), for a Store made by Dial with
+// WithAuth (see Dial), and zk.WorldACL(zk.PermAll) otherwise: anonymous
+// stores make nodes that anyone can read (the tokens), delete and create
+// beside. For a digest ACL use zk.DigestACL(zk.PermAll, user, password) and
+// authenticate the connection with the same identity: conn.AddAuth("digest",
 // []byte(user+":"+password)) with New, or WithAuth with Dial. Every store of
 // a root needs read, write, create and delete permission on all its nodes
-// (an acquirer deletes the expired node of another holder).
-func WithACL(acl ...zk.ACL) Option { return func(c *config) { c.acl = acl } }
+// (an acquirer deletes the expired node of another holder). An explicit
+// WithACL also turns off Dial's check of the root's ACL.
+func WithACL(acl ...zk.ACL) Option { return func(c *config) { c.acl, c.aclSet = acl, true } }
 
 // WithSessionTimeout tells New the session timeout the server negotiated for
 // the connection it is given (go-zookeeper v1.0.4 does not expose it). The
@@ -61,9 +66,11 @@ func WithDialer(d zk.Dialer) Option { return func(c *config) { c.dialer = d } }
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithAuth makes Dial authenticate the connection (conn.AddAuth) before the
-// Store uses it, e.g. WithAuth("digest", []byte("user:password")) together
-// with WithACL(zk.DigestACL(...)). The library re-sends it after
-// reconnecting. New ignores it: call conn.AddAuth yourself.
+// Store uses it, e.g. WithAuth("digest", []byte("user:password")). Without
+// WithACL, the Store then creates its nodes with the creator ACL (that
+// identity only) and refuses a root open to anyone (see Dial). The library
+// re-sends it after reconnecting. New ignores it: call conn.AddAuth
+// yourself, and pass WithACL(zk.AuthACL(zk.PermAll)...) for the creator ACL.
 func WithAuth(scheme string, auth []byte) Option {
 	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
 }

@@ -83,11 +83,16 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 	if cfg.sessionTimeout <= 0 {
 		return nil, lease.Invalid("session timeout", "New needs WithSessionTimeout (the negotiated session timeout of conn)")
 	}
+	if !cfg.aclSet {
+		cfg.acl = zk.WorldACL(zk.PermAll)
+	}
 	return newStore(conn, false, cfg, cfg.sessionTimeout), nil
 }
 
+// configure applies opts. The default ACL (cfg.acl nil, aclSet false) is
+// left to New and Dial.
 func configure(opts []Option) (config, error) {
-	cfg := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll)}
+	cfg := config{root: DefaultRoot}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, lease.Invalid("option", "nil option")
@@ -97,10 +102,51 @@ func configure(opts []Option) (config, error) {
 	if err := validRoot(cfg.root); err != nil {
 		return cfg, err
 	}
-	if len(cfg.acl) == 0 {
+	if cfg.aclSet && len(cfg.acl) == 0 {
 		return cfg, lease.Invalid("acl", "empty ACL")
 	}
 	return cfg, nil
+}
+
+// ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
+// no WithACL) and its root already exists with an ACL that lets anyone do
+// more than read it. Anyone could then create a key's node before the Store
+// does, with an ACL of their own, and list (the node names hold the
+// tokens) and delete the holder nodes under it. The error also matches
+// lease.ErrInvalid.
+var ErrOpenRoot = errors.New("zklease: root open to anyone")
+
+// checkRoot refuses a root whose ACL grants world:anyone more than read.
+// A missing root is fine (the Store creates it with its own ACL), and so
+// is one we may not read the ACL of (then world:anyone has neither read
+// nor admin permission on it).
+func checkRoot(conn *zk.Conn, root string) error {
+	acl, _, err := conn.GetACL(root)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("zklease: read the ACL of %s: %w", root, err)
+	}
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&^zk.PermRead != 0 {
+			return fmt.Errorf("%w: %w", ErrOpenRoot, lease.Invalid("root",
+				"%s grants world:anyone %q, more than read: anyone could take over the store's keys "+
+					"despite its creator ACL; restrict the root (setAcl) or use another one", root, perms(a.Perms)))
+		}
+	}
+	return nil
+}
+
+// perms spells ACL permissions as ZooKeeper's shell does ("cdrwa").
+func perms(p int32) string {
+	var b strings.Builder
+	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
+		if p&bit != 0 {
+			b.WriteByte("cdrwa"[i])
+		}
+	}
+	return b.String()
 }
 
 func validRoot(root string) error {
@@ -132,6 +178,12 @@ func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store 
 // until the session is established (or ctx ends) and returns a Store that
 // owns the connection: Close closes it, which ends the session and frees
 // its leases at once.
+//
+// With WithAuth and no WithACL, the Store creates every node with the
+// creator ACL, zk.AuthACL(zk.PermAll): the identities the connection
+// authenticated as, and no one else, may read, change or delete them, or
+// create beside them. Dial then also reads the root's ACL and refuses a root
+// that already exists and lets anyone do more than read it (ErrOpenRoot).
 //
 // The server clamps the session timeout to [minSessionTimeout,
 // maxSessionTimeout], by default [2, 20] × tickTime; the negotiated value is
@@ -173,6 +225,20 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
+		}
+	}
+	if !cfg.aclSet {
+		cfg.acl = zk.WorldACL(zk.PermAll)
+		if len(cfg.auth) > 0 {
+			cfg.acl = zk.AuthACL(zk.PermAll)
+			err := ctx.Err()
+			if err == nil {
+				err = checkRoot(conn, cfg.root)
+			}
+			if err != nil {
+				conn.Close()
+				return nil, err
+			}
 		}
 	}
 	w.mu.Lock()
