@@ -4,6 +4,7 @@
 package zklease_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,17 @@ func TestConformance(t *testing.T) {
 	runSuite(t, servers(t), testTTL, testSession)
 }
 
+// TestConformanceWithCredentials: the suite with stores that log in as one
+// digest identity and so create their nodes with the creator ACL.
+func TestConformanceWithCredentials(t *testing.T) {
+	srvs := servers(t)
+	auth := zklease.WithAuth("digest", []byte("lk-"+randHex(4)+":pw-"+randHex(8)))
+	owner := dial(t, srvs, auth)
+	openParent(t, owner.Conn(), "/leasekit-test")
+	base := runSuite(t, srvs, testTTL, testSession, auth)
+	t.Cleanup(func() { removeAll(owner.Conn(), base) })
+}
+
 // ensembleTTL is the suite's TTL on the private three-server ensemble: three
 // JVMs on a small, busy CI machine can stall a write for half a second, and a
 // 1 s TTL then loses leases (correctly, at the local deadline) that the test
@@ -26,18 +38,19 @@ const (
 	ensembleSession = 6 * ensembleTTL
 )
 
-// runSuite runs leasetest.Run with stores on srvs, the given TTL and
-// session timeout.
-func runSuite(t *testing.T, srvs []string, ttl, session time.Duration) {
+// runSuite runs leasetest.Run with stores on srvs, the given TTL, session
+// timeout and options, under a fresh root, which it returns.
+func runSuite(t *testing.T, srvs []string, ttl, session time.Duration, opts ...zklease.Option) string {
 	base := root("conformance")
 	leasetest.Run(t, leasetest.Harness{
 		TTL: ttl,
 		NewStore: func(t testing.TB, ns string) lease.Store {
-			s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, session, zklease.WithRoot(base+"/"+ns))
+			s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, session, slices.Concat(opts, []zklease.Option{zklease.WithRoot(base + "/" + ns)})...)
 			if err != nil {
 				t.Fatalf("zklease.Dial: %v", err)
 			}
 			return s
 		},
 	})
+	return base
 }
