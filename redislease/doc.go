@@ -118,6 +118,10 @@
 // a dead holder. A waiter queued through a store that does not listen is not
 // handed K: the release frees K, reserved for it.
 //
+// Keys may hold any bytes except NUL (the announcement separates the key
+// from the token with it): the Store refuses a key with a NUL byte with
+// lease.ErrInvalid.
+//
 // # Operations
 //
 // Acquire, Renew, Release and Inspect are each one Lua script, run with

@@ -217,6 +217,9 @@ func validKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return lease.Invalid("key", "longer than %d bytes", MaxKeyLen)
 	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return lease.Invalid("key", "contains a NUL byte (announcements separate the key with NUL)")
+	}
 	return nil
 }
 
