@@ -8,11 +8,13 @@ package pglease_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
@@ -42,12 +44,13 @@ func TestHandOff(t *testing.T) {
 }
 
 // TestForgedHandOffGrantsNothing: a role that may only SELECT the lease and
-// queue tables reads a queued waiter's token and calls pg_notify on the
-// store's channel with the payload of a hand-off to it with the largest
-// fence. The waiter is granted nothing: the key stays its holder's, and the
-// waiter gets it, with the server's fence, only after the real release
-// (handofftest.Forged). The shared server's role may not create roles, so
-// the test runs on a private server.
+// queue tables reads the token first in a key's queue (an entry that asks
+// for a hand-off: its store listens) and calls pg_notify on the store's
+// channel with the payload of a hand-off to it with the largest fence. The
+// waiter is granted nothing, through the Store or a lease.Client: the key
+// stays its holder's, and the waiter gets it, with the server's fence, only
+// after the real release (handofftest.Forged). The shared server's role may
+// not create roles, so the test runs on a private server.
 func TestForgedHandOffGrantsNothing(t *testing.T) {
 	pg := startPrivatePG(t)
 	pair := func(t *testing.T) (lease.Store, lease.Store, func() int) {
@@ -56,21 +59,31 @@ func TestForgedHandOffGrantsNothing(t *testing.T) {
 		sA := newStore(t, poolA, pglease.ModeTable)
 		return sA, storeNS(t, poolB, pglease.ModeTable, sA.Namespace()), func() int { return 0 }
 	}
-	handofftest.Forged(t, handofftest.Harness{Pair: pair}, func(t *testing.T, ctx context.Context, waiters lease.Store, key, tok string, fence uint64) {
+	forgers := make(map[*testing.T]*pgxpool.Pool) // one role per subtest
+	handofftest.Forged(t, handofftest.Harness{Pair: pair}, func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) string {
 		s := waiters.(*pglease.Store)
-		forger := selectOnlyPool(t, ctx, pg, s)
-		var queued string
-		if err := forger.QueryRow(ctx, "SELECT token FROM "+s.QueueTable()+" WHERE ns = $1 AND key = $2",
-			s.Namespace(), key).Scan(&queued); err != nil || queued != tok {
-			t.Fatalf("the forger reads the queue: %q, %v; want %q", queued, err, tok)
+		forger, ok := forgers[t]
+		if !ok {
+			forger = selectOnlyPool(t, ctx, pg, s)
+			forgers[t] = forger
 		}
-		if _, err := forger.Exec(ctx, "UPDATE "+s.Table()+" SET token = $1", tok); err == nil {
+		var head string
+		err := forger.QueryRow(ctx, "SELECT token FROM "+s.QueueTable()+
+			" WHERE ns = $1 AND key = $2 AND grant_ttl IS NOT NULL ORDER BY seq LIMIT 1", s.Namespace(), key).Scan(&head)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ""
+		}
+		if err != nil {
+			t.Fatalf("the forger reads the queue: %v", err)
+		}
+		if _, err := forger.Exec(ctx, "UPDATE "+s.Table()+" SET token = $1", head); err == nil {
 			t.Fatal("the SELECT-only role could UPDATE the lease table")
 		}
-		payload := tok + " " + strconv.FormatUint(fence, 10) + "\n" + key
+		payload := head + " " + strconv.FormatUint(fence, 10) + "\n" + key
 		if _, err := forger.Exec(ctx, "SELECT pg_notify($1, $2)", s.Channel(), payload); err != nil {
 			t.Fatalf("the forger notifies: %v", err)
 		}
+		return head
 	})
 }
 

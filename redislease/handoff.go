@@ -2,7 +2,7 @@
 // listens (release.lua), and announces it on that store's own channel. The
 // announcement only wakes the waiter, whose Acquire then finds the key held
 // by its own token (acquire.lua): the grant and its fence come from the
-// server, never from the message (docs/design.md, "Hand-off").
+// server, never from the message (docs/design.md, "FIFO hand-off").
 
 package redislease
 

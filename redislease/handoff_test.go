@@ -7,6 +7,7 @@ package redislease_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,32 +48,49 @@ var handOffHarness = handofftest.Harness{
 func TestHandOff(t *testing.T) { handofftest.Run(t, handOffHarness) }
 
 // TestForgedHandOffGrantsNothing: a client whose ACL user may only read and
-// PUBLISH reads a queued waiter's token and its store's identifier from the
-// queue, and publishes on that store's own channel the announcement of a
-// hand-off to it with the largest fence. The waiter is granted nothing: the
-// key stays its holder's, and the waiter gets it, with the server's fence,
-// only after the real release (handofftest.Forged).
+// PUBLISH reads the token first in a key's queue and its store's identifier
+// (from the queue details, written when that store listens), and publishes
+// on that store's own channel the announcement of a hand-off to it with the
+// largest fence. The waiter is granted nothing, through the Store or a
+// lease.Client: the key stays its holder's, and the waiter gets it, with the
+// server's fence, only after the real release (handofftest.Forged).
 func TestForgedHandOffGrantsNothing(t *testing.T) {
-	handofftest.Forged(t, handOffHarness, func(t *testing.T, ctx context.Context, waiters lease.Store, key, tok string, fence uint64) {
+	forgers := make(map[*testing.T]*redis.Client) // one ACL user per subtest
+	handofftest.Forged(t, handOffHarness, func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) string {
 		s := waiters.(*redislease.Store)
-		forger := publishOnlyClient(t, ctx)
-		// The queue details name the waiter's store: "ttl-ms:store-id:holder".
-		details, err := forger.HGet(ctx, leaseKey(s.Prefix(), key)+":qd", tok).Result()
+		forger, ok := forgers[t]
+		if !ok {
+			forger = publishOnlyClient(t, ctx)
+			forgers[t] = forger
+		}
+		head, err := forger.ZRange(ctx, queueKey(s.Prefix(), key), 0, 0).Result()
 		if err != nil {
 			t.Fatalf("the forger reads the queue: %v", err)
+		}
+		if len(head) == 0 {
+			return ""
+		}
+		// The queue details name the waiter's store: "ttl-ms:store-id:holder".
+		details, err := forger.HGet(ctx, leaseKey(s.Prefix(), key)+":qd", head[0]).Result()
+		if errors.Is(err, redis.Nil) {
+			return "" // its store does not listen (yet)
+		}
+		if err != nil {
+			t.Fatalf("the forger reads the queue details: %v", err)
 		}
 		parts := strings.SplitN(details, ":", 3)
 		if len(parts) != 3 {
 			t.Fatalf("queue details %q", details)
 		}
-		// The attacker cannot write: the ACL holds.
-		if err := forger.Set(ctx, leaseKey(s.Prefix(), key), tok, 0).Err(); err == nil {
+		// The forger cannot write: the ACL holds.
+		if err := forger.Set(ctx, leaseKey(s.Prefix(), key), head[0], 0).Err(); err == nil {
 			t.Fatal("the publish-only user could SET")
 		}
-		msg := key + "\x00" + tok + "\x00" + strconv.FormatUint(fence, 10)
+		msg := key + "\x00" + head[0] + "\x00" + strconv.FormatUint(fence, 10)
 		if err := forger.Publish(ctx, s.Channel()+":"+parts[1], msg).Err(); err != nil {
 			t.Fatalf("the forger publishes: %v", err)
 		}
+		return head[0]
 	})
 }
 

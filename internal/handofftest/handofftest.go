@@ -28,10 +28,12 @@ type Harness struct {
 	Pair func(t *testing.T) (releaser, waiters lease.Store, requests func() int)
 }
 
-// Forger sends, as a client that may publish announcements and read the
-// store's data but not write it, an announcement that waiters's queued
-// token was handed key with fence, in the format a real hand-off would use.
-type Forger func(t *testing.T, ctx context.Context, waiters lease.Store, key, token string, fence uint64)
+// Forger acts as a client that may publish announcements and read the
+// store's data but not write it: it reads the token first in key's queue
+// from the store's data and sends, in the format a real hand-off would use,
+// an announcement that this token was handed key with fence. It returns the
+// token, or "" (sending nothing) when nobody is queued for key.
+type Forger func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) (token string)
 
 // Run runs the suite, one subtest each.
 func Run(t *testing.T, h Harness) {
@@ -251,10 +253,21 @@ func testToDeadWaiter(t *testing.T, h Harness) {
 }
 
 // Forged: an announcement forged by a client that may only publish and read
-// (forge), naming a queued waiter and the largest fence, grants that waiter
-// nothing: while A holds the key, B's Acquire is refused and the key stays
-// A's; after A's real release B gets the key with the server's fence.
+// (forge), naming the queued waiter and the largest fence, grants that waiter
+// nothing: through the Store, B's Acquire is refused while A holds the key;
+// a lease.Client's waiting Acquire goes on waiting. After A's real release,
+// each gets the key with the server's fence.
 func Forged(t *testing.T, h Harness, forge Forger) {
+	t.Run("Store", func(t *testing.T) { testForgedStore(t, h, forge) })
+	t.Run("Client", func(t *testing.T) { testForgedClient(t, h, forge) })
+}
+
+// forgedFence is the fence a forged announcement names: the largest a
+// PostgreSQL bigint fence can take, which a fenced resource would then hold
+// against every later holder.
+const forgedFence = math.MaxInt64
+
+func testForgedStore(t *testing.T, h Harness, forge Forger) {
 	sA, sB, _ := h.Pair(t)
 	ctx := testCtx(t)
 	sub := Subscribe(t, sB)
@@ -265,8 +278,9 @@ func Forged(t *testing.T, h Harness, forge Forger) {
 		t.Fatal(err)
 	}
 	leasetest.Queued(t, ctx, sB, b, 0)
-	const forgedFence = math.MaxInt64
-	forge(t, ctx, sB, "k", b.Token, forgedFence)
+	if tok := forge(t, ctx, sB, "k", forgedFence); tok != b.Token {
+		t.Fatalf("the forger read token %q first in the queue, want B's %q", tok, b.Token)
+	}
 	if an := Announcement(t, ctx, sub); an.Key != "k" || an.Next != b.Token {
 		t.Fatalf("B's store heard %+v, want the forged announcement (key k, B next)", an)
 	}
@@ -290,5 +304,71 @@ func Forged(t *testing.T, h Harness, forge Forger) {
 	}
 	if err := sB.Release(ctx, b); err != nil {
 		t.Fatalf("B's Release: %v", err)
+	}
+}
+
+// testForgedClient: a lease.Client waiting in Acquire behind A is woken by
+// the forged announcement and goes on waiting (for at least a second, while
+// A holds the key), then gets the key with the server's fence after A's
+// release.
+func testForgedClient(t *testing.T, h Harness, forge Forger) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	a := Req("k", "A", 10*time.Second)
+	ga, err := sA.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := lease.New(sB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "k")
+		got <- result{l, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for forge(t, ctx, sB, "k", forgedFence) == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the Client's waiter was not queued within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-got:
+		fence := uint64(0)
+		if r.l != nil {
+			fence = r.l.Fence()
+		}
+		t.Fatalf("the Client's Acquire returned after the forged announcement while A holds the key: fence %d, %v", fence, r.err)
+	case <-time.After(time.Second):
+	}
+	if f := HeldBy(t, ctx, sA, "k", "A"); f != ga.Fence {
+		t.Fatalf("A's fence %d after the forgery, want %d", f, ga.Fence)
+	}
+	if err := sA.Release(ctx, a); err != nil {
+		t.Fatalf("A's Release: %v", err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Client's Acquire did not return within 10s of A's release")
+	}
+	if r.err != nil {
+		t.Fatalf("the Client's Acquire after A's release: %v", r.err)
+	}
+	info, err := sA.Inspect(ctx, "k")
+	if err != nil || !info.Held || r.l.Fence() != info.Fence || r.l.Fence() == forgedFence || r.l.Fence() <= ga.Fence {
+		t.Fatalf("the Client holds fence %d; Inspect = %+v, %v; want the server's fence, above A's %d", r.l.Fence(), info, err, ga.Fence)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatalf("the Client's Release: %v", err)
 	}
 }
