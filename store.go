@@ -127,7 +127,10 @@ type Subscription interface {
 	Close() error
 }
 
-// Announcement is one release announcement of an [Announcer].
+// Announcement is one release announcement of an [Announcer]. It only wakes
+// waiters: a store never grants a lease or a fence on the word of an
+// announcement (anyone allowed to publish on its channel could forge one),
+// only from its backend's own atomic operation.
 type Announcement struct {
 	// Key may have been freed.
 	Key string

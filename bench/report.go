@@ -534,11 +534,13 @@ const reportNotes = `## Reading the results
   about 2 requests per acquisition in all (see requests / acq). On Redis the release script hands
   the key over likewise, to the first live waiter whose queue entry names its TTL, holder and store,
   and publishes that hand-off on the waiter's store's own channel alone: one of the 16 clients wakes,
-  not all of them, and its store grants the key with no request (the release and the next refused,
-  queueing attempt are the 2 requests per acquisition). On
+  not all of them, and its Acquire finds the key its own (a store never grants on the word of an
+  announcement, which anyone allowed to PUBLISH could forge: the release, the next refused, queueing
+  attempt and the woken waiter's Acquire are 3 requests per acquisition). On
   PostgreSQL's table mode the release statement hands the key to the first waiter whose entry carries a
-  TTL (its store listens) and names the fence in the NOTIFY payload; the waiter's store grants it with no
-  statement. That release commits synchronously (the waiter writes on the announcement); a release that
+  TTL (its store listens) and wakes it with NOTIFY; the waiter's own statement then finds the row its own
+  (a payload, which any role may send with pg_notify, never grants). That release commits synchronously,
+  as a grant does; a release that
   only frees the key, as in advisory mode, commits asynchronously (the next acquisition's synchronous
   commit flushes the WAL past it). A refused attempt takes no row lock, so waiters never queue behind the
   release. On Redis each

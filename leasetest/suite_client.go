@@ -297,6 +297,8 @@ func testInvalidInput(e *env) {
 		{"empty key", "", nil},
 		{"key one byte over the limit", longest + "k", nil},
 		{"key over 512 bytes", strings.Repeat("k", lease.MaxKeyLen+1), nil},
+		{"key with a NUL byte", e.key("nul") + "\x00x", nil},
+		{"key not valid UTF-8", e.key("utf8") + "\xff", nil},
 		{"TTL 1ms", e.key("ttl"), []lease.AcquireOption{lease.WithTTL(time.Millisecond)}},
 		{"renew interval = TTL", e.key("renew"), []lease.AcquireOption{lease.WithTTL(e.ttl), lease.WithRenewInterval(e.ttl)}},
 		{"renew interval > TTL", e.key("renew"), []lease.AcquireOption{lease.WithTTL(e.ttl), lease.WithRenewInterval(2 * e.ttl)}},

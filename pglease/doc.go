@@ -46,14 +46,13 @@
 // waits), its entry carries its holder and TTL, and the holder's Release
 // gives the key straight to it in the same statement: the row gets the
 // waiter's token, holder, the next fence and an expiry of the waiter's TTL
-// from then, the entry leaves the queue, and the payload's token is followed
-// by a space and that fence. The waiter's store, reading the announcement,
-// grants the waiter's next Acquire without a statement, counting the TTL
-// from the waiter's first queueing request of its wait (the hand-off came
-// after it); if the announcement is missed, its Acquire finds the row
-// already its own. A release that hands the key over commits synchronously,
-// since the waiter starts writing on the announcement; a release that only
-// frees the key commits without waiting for the WAL. A key handed to a
+// from then, the entry leaves the queue, and the payload names the waiter.
+// The announcement only wakes the waiter: its Acquire finds the row already
+// its own and gets the fence from it. The store never grants on the word of
+// a payload, which any role may send with pg_notify (see docs/design.md, "A
+// notification wakes; it never grants"). A release that hands the key over
+// commits synchronously, as a grant does; a release that only frees the key
+// commits without waiting for the WAL. A key handed to a
 // waiter that died (or gave up just then) is held until that waiter's TTL,
 // as a dead holder's would be, unless the waiter's give-up Release frees
 // it: Release reads and locks the key's row in its latest version, so a

@@ -1,20 +1,24 @@
 // Hand-off in table mode: a release gives the key to the first waiter whose
-// store listens, and that store grants it from the announcement with no
-// statement (the shared suite, handofftest); a waiter giving up while a
-// release hands it the key frees it again; a queue table of an earlier
-// version gets the hand-off columns.
+// store listens and wakes it, and the waiter takes the key with its own
+// statement (the shared suite, handofftest); a forged announcement grants
+// nothing; a waiter giving up while a release hands it the key frees it
+// again; a queue table of an earlier version gets the hand-off columns.
 
 package pglease_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff/handofftest"
+	"github.com/leasekit/lease/internal/handofftest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
@@ -29,17 +33,84 @@ func handOffPair(t *testing.T) (*pglease.Store, *pglease.Store, *statementCounte
 	return sA, storeNS(t, pool, pglease.ModeTable, sA.Namespace()), sc
 }
 
-// TestHandOff runs the shared hand-off suite on table mode. Since counts
-// from a waiter's first queueing request (a statement's snapshot predates
-// the commit of a release beside it).
+// TestHandOff runs the shared hand-off suite on table mode.
 func TestHandOff(t *testing.T) {
 	handofftest.Run(t, handofftest.Harness{
 		Pair: func(t *testing.T) (lease.Store, lease.Store, func() int) {
 			sA, sB, sc := handOffPair(t)
 			return sA, sB, func() int { return int(sc.n.Load()) }
 		},
-		SinceFromFirst: true,
 	})
+}
+
+// TestForgedHandOffGrantsNothing: a role that may only SELECT the lease and
+// queue tables reads the token first in a key's queue (an entry that asks
+// for a hand-off: its store listens) and calls pg_notify on the store's
+// channel with the payload of a hand-off to it with the largest fence. The
+// waiter is granted nothing, through the Store or a lease.Client: the key
+// stays its holder's, and the waiter gets it, with the server's fence, only
+// after the real release (handofftest.Forged). The shared server's role may
+// not create roles, so the test runs on a private server.
+func TestForgedHandOffGrantsNothing(t *testing.T) {
+	pg := startPrivatePG(t)
+	pair := func(t *testing.T) (lease.Store, lease.Store, func() int) {
+		poolA, poolB := newPool(t, pg.DSN(), 4), newPool(t, pg.DSN(), 4)
+		migrate(t, poolA)
+		sA := newStore(t, poolA, pglease.ModeTable)
+		return sA, storeNS(t, poolB, pglease.ModeTable, sA.Namespace()), func() int { return 0 }
+	}
+	forgers := make(map[*testing.T]*pgxpool.Pool) // one role per subtest
+	handofftest.Forged(t, handofftest.Harness{Pair: pair}, func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) string {
+		s := waiters.(*pglease.Store)
+		forger, ok := forgers[t]
+		if !ok {
+			forger = selectOnlyPool(t, ctx, pg, s)
+			forgers[t] = forger
+		}
+		var head string
+		err := forger.QueryRow(ctx, "SELECT token FROM "+s.QueueTable()+
+			" WHERE ns = $1 AND key = $2 AND grant_ttl IS NOT NULL ORDER BY seq LIMIT 1", s.Namespace(), key).Scan(&head)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ""
+		}
+		if err != nil {
+			t.Fatalf("the forger reads the queue: %v", err)
+		}
+		if _, err := forger.Exec(ctx, "UPDATE "+s.Table()+" SET token = $1", head); err == nil {
+			t.Fatal("the SELECT-only role could UPDATE the lease table")
+		}
+		payload := head + " " + strconv.FormatUint(fence, 10) + "\n" + key
+		if _, err := forger.Exec(ctx, "SELECT pg_notify($1, $2)", s.Channel(), payload); err != nil {
+			t.Fatalf("the forger notifies: %v", err)
+		}
+		return head
+	})
+}
+
+// selectOnlyPool creates on pg a role that may log in and SELECT s's tables,
+// and nothing else, and returns a pool logged in as it; the role is dropped
+// when the test ends.
+func selectOnlyPool(t *testing.T, ctx context.Context, pg *privatePG, s *pglease.Store) *pgxpool.Pool {
+	t.Helper()
+	admin := newPool(t, pg.DSN(), 2)
+	role := "leasekit_forger_" + randHex(4)
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT SELECT ON " + s.Table() + ", " + s.QueueTable() + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	return newPool(t, strings.Replace(pg.DSN(), "//postgres@", "//"+role+"@", 1), 2)
 }
 
 // TestHandOffGiveUpDuringRelease: a waiter's give-up whose statement

@@ -7,14 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff"
 )
 
 // errSubClosed is returned by Next after Close.
@@ -38,20 +37,20 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		return nil, fmt.Errorf("pglease: subscribe %s: %w", s.chanRaw, err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s.waiters.Listen()
-	return &subscription{conn: conn, ctx: sctx, cancel: cancel, w: &s.waiters}, nil
+	s.listening.Add(1)
+	return &subscription{conn: conn, ctx: sctx, cancel: cancel, listening: &s.listening}, nil
 }
 
 var _ lease.Announcer = (*subscription)(nil)
 
 // subscription is a lease.Subscription over one LISTENing connection.
 type subscription struct {
-	mu     sync.Mutex // held by Next while it reads, and by Close
-	conn   *pgx.Conn
-	ctx    context.Context // ended by Close
-	cancel context.CancelFunc
-	closed bool
-	w      *handoff.Waiters // the store's: records hand-offs to its waiters
+	mu        sync.Mutex // held by Next while it reads, and by Close
+	conn      *pgx.Conn
+	ctx       context.Context // ended by Close
+	cancel    context.CancelFunc
+	closed    bool
+	listening *atomic.Int32 // the store's count of open subscriptions
 }
 
 // Next returns the key of the next release announced on the channel. A
@@ -64,11 +63,12 @@ func (s *subscription) Next(ctx context.Context) (string, error) {
 
 // NextAnnouncement is Next with the token of the waiter at the head of the
 // key's queue when it was released (see [lease.Announcer]). The payload is
-// that token ("" when nobody waits), then, when the release handed the key
-// to that waiter (table mode), a space and the fence it was granted, then a
-// newline and the key; tokens made by lease.Client are hexadecimal, so the
-// first newline ends the token and a space the token alone. A hand-off to a
-// waiter of this store is recorded for the store's Acquire.
+// that token ("" when nobody waits), then a newline and the key; tokens made
+// by lease.Client are hexadecimal, so the first newline ends the token. The
+// announcement only wakes that waiter: a key handed to it (table mode) is
+// granted by its Acquire, never by the payload, which any role may send with
+// pg_notify. Whatever follows a space in the token (the fence that earlier
+// versions sent with a hand-off) is ignored.
 func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	ctx, stop := mergeCancel(ctx, s.ctx)
 	defer stop()
@@ -91,12 +91,7 @@ func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement
 	if !ok {
 		return lease.Announcement{Key: n.Payload}, nil
 	}
-	if tok, fence, handed := strings.Cut(next, " "); handed {
-		if f, err := strconv.ParseUint(fence, 10, 64); err == nil {
-			next = tok
-			s.w.Handed(key, tok, f)
-		}
-	}
+	next, _, _ = strings.Cut(next, " ")
 	return lease.Announcement{Key: key, Next: next}, nil
 }
 
@@ -109,7 +104,7 @@ func (s *subscription) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.w.Unlisten()
+	s.listening.Add(-1)
 	closeConn(s.conn)
 	return nil
 }

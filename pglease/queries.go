@@ -232,8 +232,8 @@ WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()`),
 		// frees it; takes us out of its queue. Announces the key (when the
 		// statement commits) if it freed or handed it, or took us out of the
 		// queue while the key is free, so that the next waiter looks again;
-		// the payload names the first waiter, followed by a space and the
-		// fence when it was handed the key (see notify.go).
+		// the payload names the first waiter (see notify.go), which takes a
+		// key handed to it with its own Acquire (the row is then its own).
 		//
 		// lk locks the key's row first and reads its latest version (FOR
 		// UPDATE), not the statement's snapshot: a waiter giving up while a
@@ -241,8 +241,8 @@ WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()`),
 		// release commits, rather than missing it. hd locks the waiter's
 		// entry, so that its own statements wait for the hand-off. A release
 		// that hands the key over commits synchronously (the session's
-		// setting), since the waiter takes it on the announcement; one that
-		// frees it commits without waiting for the WAL (asyncCommit).
+		// setting), as a grant does; one that frees it commits without
+		// waiting for the WAL (asyncCommit).
 		tabRelease: t(`WITH lk AS MATERIALIZED (
 	SELECT token = $3 AND expires_at > clock_timestamp() AS ours,
 		token IS NOT NULL AND expires_at > clock_timestamp() AS live
@@ -266,7 +266,7 @@ d AS (
 	RETURNING token
 ),
 ` + tq(sweepNS, "", "", "r") + `,
-n AS (SELECT pg_notify($4, COALESCE((SELECT handed || ' ' || fence FROM r), (SELECT token FROM hd), '') || E'\n' || $2)
+n AS (SELECT pg_notify($4, COALESCE((SELECT handed FROM r), (SELECT token FROM hd), '') || E'\n' || $2)
 	WHERE EXISTS (SELECT 1 FROM r) OR (EXISTS (SELECT 1 FROM d WHERE token = $3)
 		AND NOT COALESCE((SELECT live FROM lk), false)))
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n), (SELECT count(*) FROM d WHERE token = $3),

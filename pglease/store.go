@@ -12,6 +12,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff"
 )
 
 // MaxKeyLen is the longest lease key, in bytes, the store accepts.
@@ -55,7 +55,9 @@ type Store struct {
 	chanRaw string // the channel name unquoted
 	classID int32  // advisory mode: the namespace half of the lock key
 	q       queries
-	waiters handoff.Waiters // table mode: this store's queued waiters and the keys handed to them
+	// listening counts open subscriptions: table-mode queue entries then
+	// ask to be handed the key.
+	listening atomic.Int32
 
 	// Advisory mode: the sessions holding leases, by TTL in ms; the leases
 	// held through them, by token and key; idle connections.
@@ -110,7 +112,6 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		held:     make(map[string]*heldLease),
 		maxIdle:  c.maxIdle,
 	}
-	s.waiters.FromFirst = true
 	return s, nil
 }
 

@@ -13,15 +13,11 @@ import (
 )
 
 func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	if g, ok := s.waiters.Take(r); ok {
-		return g, nil
-	}
 	var handTTL *float64 // the key is handed to the queued token only if it hears of it
-	if r.Queue && s.waiters.Listening() {
+	if r.Queue && s.listening.Load() > 0 {
 		us := micros(r.TTL)
 		handTTL = &us
 	}
-	sent := time.Now()
 	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
 	if err != nil {
 		return lease.Grant{}, err
@@ -43,10 +39,8 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		return lease.Grant{}, err
 	}
 	if ok {
-		s.waiters.Granted(r)
 		return lease.Grant{Fence: uint64(fence)}, nil
 	}
-	s.waiters.Refused(r, sent)
 	// Not taken: free but reserved for the waiters ahead, or held. Held
 	// without a live holder in the snapshot: a concurrent acquirer committed
 	// it after this statement's snapshot, someone we cannot name.
@@ -69,7 +63,6 @@ func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
 }
 
 func (s *Store) tabRelease(ctx context.Context, r lease.Request) error {
-	s.waiters.Settle(r.Token)
 	var n, notified, dequeued int64
 	var commit string
 	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued, &commit); err != nil {

@@ -1,5 +1,7 @@
 -- acquire.lua: take a lease if it is free and no live waiter is queued ahead
--- of the caller, refresh it if the caller's token already holds it, or report
+-- of the caller, refresh it if the caller's token already holds it (also when
+-- a release handed it to the caller, a queued waiter: the only way such a
+-- waiter learns its fence), or report
 -- the current holder (queueing the caller, or refreshing its queue entry, if
 -- asked to).
 --

@@ -54,8 +54,8 @@
 //     one is queued, so that only that waiter looks (lease.Announcer).
 //   - P + "released:" + a store's random identifier: that store's own
 //     channel. A release that hands K to one of its waiters (below)
-//     publishes there alone, adding a NUL byte and the fence, so the other
-//     clients of the namespace do not wake. A Subscription listens to both.
+//     publishes there alone, so the other clients of the namespace do not
+//     wake. A Subscription listens to both.
 //
 // esc percent-escapes '%', '{' and '}' ("%25", "%7B", "%7D"), so the Redis
 // Cluster hash tag is always exactly the escaped key (never empty, since
@@ -109,17 +109,18 @@
 // script, when that waiter has such a record: K carries the waiter's token,
 // holder and a new fence (granted as Acquire grants one), with the waiter's
 // TTL, and the waiter leaves the queue; the announcement names the waiter
-// and the fence, and goes to the waiter's store's own channel only. The
-// waiter's store, having read that announcement, grants
-// the waiter's next Acquire with no request (Grant.Since counts the TTL from
-// the waiter's last queueing request, which was sent before the hand-off);
-// a store that has not read it yet asks the server, which grants the same
-// fence (the token already holds K). A waiter that gives up releases K,
+// and goes to the waiter's store's own channel only. It only wakes the
+// waiter: its Acquire asks the server, which grants it the fence (the token
+// already holds K). The store never grants on the word of an announcement,
+// which anyone allowed to PUBLISH can send (see docs/design.md, "A
+// notification wakes; it never grants"). A waiter that gives up releases K,
 // which hands it on; a waiter that died holds K until its TTL runs out, like
 // a dead holder. A waiter queued through a store that does not listen is not
-// handed K: the release frees K, reserved for it. With WithReplicaAck, the
-// store does not grant from the announcement (its Acquire asks the server
-// and waits for the replicas).
+// handed K: the release frees K, reserved for it.
+//
+// Keys may hold any bytes except NUL (the announcement separates the key
+// from the token with it): the Store refuses a key with a NUL byte with
+// lease.ErrInvalid.
 //
 // # Operations
 //

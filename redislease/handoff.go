@@ -1,5 +1,8 @@
-// Hand-off: a release gives the key to the first live waiter (release.lua),
-// and the waiter's store grants it from the announcement, with no request.
+// Hand-off: a release gives the key to the first live waiter whose store
+// listens (release.lua), and announces it on that store's own channel. The
+// announcement only wakes the waiter, whose Acquire then finds the key held
+// by its own token (acquire.lua): the grant and its fence come from the
+// server, never from the message (docs/design.md, "FIFO hand-off").
 
 package redislease
 
@@ -7,36 +10,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
-
-	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff"
 )
 
-// takeHanded grants r from a hand-off announced to r.Token (see
-// handoff.Waiters.Take). With replica acknowledgements the store does not
-// grant without its own request: the hand-off must be acknowledged by the
-// replicas.
-func (s *Store) takeHanded(r lease.Request) (lease.Grant, bool) {
-	if s.ack.n > 0 {
-		return lease.Grant{}, false
-	}
-	return s.waiters.Take(r)
-}
-
-// announced records a hand-off read from the release channel: rest, the
-// message after the key and a NUL byte (see release.lua), is the next
-// waiter's token, then, when the release handed the key to that waiter, a
-// further NUL byte and the fence. It returns the next waiter's token.
-func announced(w *handoff.Waiters, key, rest string) (next string) {
-	next, fence, handed := strings.Cut(rest, "\x00")
-	if !handed {
-		return next
-	}
-	if f, err := strconv.ParseUint(fence, 10, 64); err == nil {
-		w.Handed(key, next, f)
-	}
+// announced returns the next waiter's token from rest, the message after the
+// key and a NUL byte (see release.lua). Anything after a further NUL byte
+// (the fence that earlier versions published with a hand-off) is ignored:
+// anyone allowed to PUBLISH could write it.
+func announced(rest string) (next string) {
+	next, _, _ = strings.Cut(rest, "\x00")
 	return next
 }
 

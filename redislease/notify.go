@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,8 +51,8 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 		// ctx ended just as the confirmation arrived; ps is closed.
 		return nil, fmt.Errorf("redislease: subscribe %q: %w", s.channel, ctx.Err())
 	}
-	s.waiters.Listen()
-	return &subscription{ps: ps, w: &s.waiters}, nil
+	s.listening.Add(1)
+	return &subscription{ps: ps, listening: &s.listening}, nil
 }
 
 var _ lease.Announcer = (*subscription)(nil)
@@ -61,9 +60,9 @@ var _ lease.Announcer = (*subscription)(nil)
 // subscription is a lease.Subscription over a go-redis PubSub. Next must not
 // be called concurrently with itself; Close may be called at any time.
 type subscription struct {
-	ps     *redis.PubSub
-	w      *handoff.Waiters // the store's: records hand-offs to its waiters
-	closed atomic.Bool
+	ps        *redis.PubSub
+	listening *atomic.Int32 // the store's count of open subscriptions
+	closed    atomic.Bool
 }
 
 // Next returns the next released key. When ctx ends, a PING on the
@@ -78,9 +77,8 @@ func (s *subscription) Next(ctx context.Context) (string, error) {
 
 // NextAnnouncement is Next with the token of the waiter at the head of the
 // key's queue when it was released (see [lease.Announcer]): the message is
-// the key, then a NUL byte and the token when a waiter is queued, and a
-// further NUL byte and the fence when the release handed the key to that
-// waiter (recorded for the store's Acquire, see takeHanded).
+// the key, then a NUL byte and the token when a waiter is queued. It only
+// wakes that waiter: a key handed to it is granted by its Acquire.
 func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
 	if err := ctx.Err(); err != nil {
 		return lease.Announcement{}, err
@@ -101,7 +99,7 @@ func (s *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement
 		}
 		if m, ok := msg.(*redis.Message); ok {
 			key, rest, _ := strings.Cut(m.Payload, "\x00")
-			return lease.Announcement{Key: key, Next: announced(s.w, key, rest)}, nil
+			return lease.Announcement{Key: key, Next: announced(rest)}, nil
 		}
 		// Subscription confirmations (also after a reconnect) and our own
 		// wake-up pongs.
@@ -116,7 +114,7 @@ func (s *subscription) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.w.Unlisten()
+	s.listening.Add(-1)
 	if err := s.ps.Close(); err != nil {
 		return fmt.Errorf("redislease: close subscription: %w", err)
 	}

@@ -18,9 +18,10 @@
 -- The announcement is the key, followed by a NUL byte and the token of the
 -- next waiter when one is queued (keys never contain NUL), published on the
 -- release channel; when the release handed the key to that waiter, it is
--- followed by a further NUL byte and the fence it was granted, and published
--- on the waiter's store's own channel (the release channel, ':', the store's
--- identifier) only, since no other waiter can take the key.
+-- published on the waiter's store's own channel (the release channel, ':',
+-- the store's identifier) only, since no other waiter can take the key. It
+-- carries no fence: it only wakes the waiter, whose Acquire finds the key
+-- held by its token and returns the fence (acquire.lua).
 
 -- Redis 3.2-4.x need effects replication because TIME is not deterministic;
 -- from 5.0 on it is the default and this call is a no-op.
@@ -70,13 +71,11 @@ end
 
 -- handOff gives the free key to waiter w (its details: ttl, holder) as
 -- acquire.lua's grant does (grant.lua: a fence larger than the last and at
--- least the server clock t, the waiter's holder and TTL), and returns the
--- fence.
+-- least the server clock t, the waiter's holder and TTL).
 local function handOff(w, ttl, holder, t)
   local fenceKey, grantee, grantTTL = KEYS[5], w, ttl
   --@grant
   dequeue(w)
-  return fence
 end
 
 if mine then
@@ -88,7 +87,8 @@ if mine then
     msg = msg .. '\0' .. w
     local ttl, sid, holder = string.match(redis.call('HGET', KEYS[4], w) or '', '^(%d+):([^:]+):(.*)$')
     if ttl then
-      redis.call('PUBLISH', ARGV[2] .. ':' .. sid, msg .. '\0' .. handOff(w, ttl, holder, t))
+      handOff(w, ttl, holder, t)
+      redis.call('PUBLISH', ARGV[2] .. ':' .. sid, msg)
       return 1
     end
   end

@@ -187,3 +187,34 @@ func TestLeaseStringFields(t *testing.T) {
 		t.Fatalf("holder's Renew after the refused calls: %v", err)
 	}
 }
+
+// TestKeyWithNULRefused: the Store itself (not only the Client) refuses a key
+// with a NUL byte, before any request: announcements separate the key from
+// the next waiter's token with NUL, so a release of "k\x00<token>" would
+// wake that waiter of key k as if k had been released.
+func TestKeyWithNULRefused(t *testing.T) {
+	c := sharedClient(t)
+	s := newStore(t, c)
+	ctx := testCtx(t, 10*time.Second)
+	for _, key := range []string{"k\x00" + token(t), "\x00", "k\x00"} {
+		r := req(key, token(t), "h", time.Second)
+		if _, err := s.Acquire(ctx, r); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Acquire(%q) = %v, want ErrInvalid", key, err)
+		}
+		if err := s.Renew(ctx, r); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Renew(%q) = %v, want ErrInvalid", key, err)
+		}
+		if err := s.Release(ctx, r); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Release(%q) = %v, want ErrInvalid", key, err)
+		}
+		if err := s.RenewMany(ctx, []lease.Request{r})[0]; !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("RenewMany(%q) = %v, want ErrInvalid", key, err)
+		}
+		if _, err := s.Inspect(ctx, key); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Inspect(%q) = %v, want ErrInvalid", key, err)
+		}
+	}
+	if n, err := c.Keys(ctx, escapeGlob(s.Prefix())+"*").Result(); err != nil || len(n) != 0 {
+		t.Errorf("keys under the store's prefix: %v, %v; want none", n, err)
+	}
+}

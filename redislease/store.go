@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/internal/handoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,13 +31,13 @@ var (
 // Store keeps leases in Redis. It is safe for concurrent use and holds no
 // resources of its own: it runs no goroutines and does not own the client.
 type Store struct {
-	client  redis.UniversalClient
-	prefix  string
-	channel string          // the namespace's release channel
-	own     string          // this store's channel: hand-offs to its waiters
-	id      string          // random; names own and this store's queue entries
-	ack     replicaAck      // WithReplicaAck: WAIT after each write
-	waiters handoff.Waiters // this store's queued waiters and the keys handed to them
+	client    redis.UniversalClient
+	prefix    string
+	channel   string       // the namespace's release channel
+	own       string       // this store's channel: hand-offs to its waiters
+	id        string       // random; names own and this store's queue entries
+	ack       replicaAck   // WithReplicaAck: WAIT after each write
+	listening atomic.Int32 // open subscriptions: queued entries ask for a hand-off
 }
 
 // New returns a Store that keeps leases in Redis through client. The store
@@ -101,17 +101,13 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	if g, ok := s.takeHanded(r); ok {
-		return g, nil
-	}
 	queue, listens := "0", ""
 	if r.Queue {
 		queue = "1"
 	}
-	if s.waiters.Listening() {
+	if s.listening.Load() > 0 {
 		listens = s.id
 	}
-	sent := time.Now()
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
 	cmd, ack := s.run(ctx, acquireScript, []string{lk, fk, qk, qx, qd},
 		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens)
@@ -127,7 +123,6 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		if err != nil {
 			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 		}
-		s.waiters.Granted(r)
 		return lease.Grant{Fence: fence}, nil
 	}
 	res, ok := v.([]any)
@@ -141,7 +136,6 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	s.waiters.Refused(r, sent)
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }
 
@@ -178,7 +172,6 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	if err := validate(r, false); err != nil {
 		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
 	}
-	s.waiters.Settle(r.Token)
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
 	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key, leaseToken(r.Token))
 	n, err := cmd.Int64()
@@ -223,6 +216,9 @@ func validKey(key string) error {
 	}
 	if len(key) > MaxKeyLen {
 		return lease.Invalid("key", "longer than %d bytes", MaxKeyLen)
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return lease.Invalid("key", "contains a NUL byte (announcements separate the key with NUL)")
 	}
 	return nil
 }

@@ -1,15 +1,17 @@
 // Package handofftest is the test suite of stores whose Release hands a key
-// to the first waiter whose store listens, and whose waiter's store then
-// grants it from the announcement with no request (redislease, pglease's
-// table mode): the hand-off itself, a waiter that missed the announcement,
-// one whose store does not listen, one that gives up, one that died. Each
-// store's own tests add what is particular to it.
+// to the first waiter whose store listens, and whose announcement wakes that
+// waiter, which then takes the key with its own Acquire (redislease,
+// pglease's table mode): the hand-off itself, a waiter that missed the
+// announcement, one whose store does not listen, one that gives up, one that
+// died, and a forged announcement, which must grant nothing. Each store's
+// own tests add what is particular to it.
 package handofftest
 
 import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -24,11 +26,14 @@ type Harness struct {
 	// requests sent through the second so far. Both are closed when the
 	// test ends.
 	Pair func(t *testing.T) (releaser, waiters lease.Store, requests func() int)
-	// SinceFromFirst: a hand-off's Grant.Since counts from the waiter's
-	// first queueing request of its wait (handoff.Waiters.FromFirst), not
-	// from its last.
-	SinceFromFirst bool
 }
+
+// Forger acts as a client that may publish announcements and read the
+// store's data but not write it: it reads the token first in key's queue
+// from the store's data and sends, in the format a real hand-off would use,
+// an announcement that this token was handed key with fence. It returns the
+// token, or "" (sending nothing) when nobody is queued for key.
+type Forger func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) (token string)
 
 // Run runs the suite, one subtest each.
 func Run(t *testing.T, h Harness) {
@@ -105,9 +110,10 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // testHandOff: A's release hands the key to B, queued through a store that
-// listens: the key carries B's holder and a larger fence at once, B's store
-// grants B's Acquire with no request (Since counts from B's last queueing
-// request, or its first), and B renews and releases it as its own.
+// listens: the key carries B's holder and a larger fence at once, the
+// announcement names B, B's Acquire takes it with one request of its own
+// (the server's fence, not the announcement's), and B renews and releases
+// it as its own.
 func testHandOff(t *testing.T, h Harness) {
 	sA, sB, requests := h.Pair(t)
 	ctx := testCtx(t)
@@ -118,10 +124,7 @@ func testHandOff(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := time.Now()
 	leasetest.Queued(t, ctx, sB, b, 0)
-	time.Sleep(20 * time.Millisecond)
-	last := time.Now()
 	leasetest.Queued(t, ctx, sB, b, 0) // a refresh of B's entry
 	if err := sA.Release(ctx, a); err != nil {
 		t.Fatalf("A's Release: %v", err)
@@ -136,20 +139,11 @@ func testHandOff(t *testing.T, h Harness) {
 	before := requests()
 	b.Queue = true
 	g, err := sB.Acquire(ctx, b)
-	if err != nil || g.Fence != fence {
-		t.Fatalf("B's Acquire = %+v, %v; want fence %d", g, err, fence)
+	if err != nil || g.Fence != fence || g.Since != 0 {
+		t.Fatalf("B's Acquire = %+v, %v; want fence %d from the server", g, err, fence)
 	}
-	if n := requests() - before; n != 0 {
-		t.Errorf("B's Acquire sent %d requests, want none", n)
-	}
-	from, which := last, "last"
-	if h.SinceFromFirst {
-		from, which = first, "first"
-	}
-	// Since is at least the time since that request's reply came back, at
-	// most the time since it was sent.
-	if bound := time.Since(from); g.Since <= 0 || g.Since > bound || (h.SinceFromFirst && g.Since < 20*time.Millisecond) {
-		t.Errorf("Since = %v, want the time since B's %s queueing request (at most %v)", g.Since, which, bound)
+	if n := requests() - before; n != 1 {
+		t.Errorf("B's Acquire sent %d requests, want its own one", n)
 	}
 	if err := sB.Renew(ctx, b); err != nil {
 		t.Fatalf("B's Renew: %v", err)
@@ -255,5 +249,126 @@ func testToDeadWaiter(t *testing.T, h Harness) {
 	leasetest.AwaitFree(t, ctx, sA, "k", 5*time.Second, 50*time.Millisecond)
 	if _, err := sA.Acquire(ctx, Req("k", "D", time.Second)); err != nil {
 		t.Fatalf("Acquire after the dead waiter's TTL: %v", err)
+	}
+}
+
+// Forged: an announcement forged by a client that may only publish and read
+// (forge), naming the queued waiter and the largest fence, grants that waiter
+// nothing: through the Store, B's Acquire is refused while A holds the key;
+// a lease.Client's waiting Acquire goes on waiting. After A's real release,
+// each gets the key with the server's fence.
+func Forged(t *testing.T, h Harness, forge Forger) {
+	t.Run("Store", func(t *testing.T) { testForgedStore(t, h, forge) })
+	t.Run("Client", func(t *testing.T) { testForgedClient(t, h, forge) })
+}
+
+// forgedFence is the fence a forged announcement names: the largest a
+// PostgreSQL bigint fence can take, which a fenced resource would then hold
+// against every later holder.
+const forgedFence = math.MaxInt64
+
+func testForgedStore(t *testing.T, h Harness, forge Forger) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	sub := Subscribe(t, sB)
+	ttl := 10 * time.Second
+	a, b := Req("k", "A", ttl), Req("k", "B", ttl)
+	ga, err := sA.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Queued(t, ctx, sB, b, 0)
+	if tok := forge(t, ctx, sB, "k", forgedFence); tok != b.Token {
+		t.Fatalf("the forger read token %q first in the queue, want B's %q", tok, b.Token)
+	}
+	if an := Announcement(t, ctx, sub); an.Key != "k" || an.Next != b.Token {
+		t.Fatalf("B's store heard %+v, want the forged announcement (key k, B next)", an)
+	}
+	b.Queue = true
+	if g, err := sB.Acquire(ctx, b); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("B's Acquire after the forged announcement = %+v, %v; want ErrHeld (A holds the key)", g, err)
+	}
+	if f := HeldBy(t, ctx, sA, "k", "A"); f != ga.Fence {
+		t.Fatalf("A's fence %d after the forgery, want %d", f, ga.Fence)
+	}
+	if err := sA.Renew(ctx, a); err != nil {
+		t.Fatalf("A's Renew after the forgery: %v", err)
+	}
+	if err := sA.Release(ctx, a); err != nil {
+		t.Fatalf("A's Release: %v", err)
+	}
+	fence := HeldBy(t, ctx, sA, "k", "B")
+	g, err := sB.Acquire(ctx, b)
+	if err != nil || g.Fence != fence || g.Fence == forgedFence || g.Fence <= ga.Fence {
+		t.Fatalf("B's Acquire after A's release = %+v, %v; want the server's fence %d (above A's %d)", g, err, fence, ga.Fence)
+	}
+	if err := sB.Release(ctx, b); err != nil {
+		t.Fatalf("B's Release: %v", err)
+	}
+}
+
+// testForgedClient: a lease.Client waiting in Acquire behind A is woken by
+// the forged announcement and goes on waiting (for at least a second, while
+// A holds the key), then gets the key with the server's fence after A's
+// release.
+func testForgedClient(t *testing.T, h Harness, forge Forger) {
+	sA, sB, _ := h.Pair(t)
+	ctx := testCtx(t)
+	a := Req("k", "A", 10*time.Second)
+	ga, err := sA.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := lease.New(sB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "k")
+		got <- result{l, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for forge(t, ctx, sB, "k", forgedFence) == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the Client's waiter was not queued within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-got:
+		fence := uint64(0)
+		if r.l != nil {
+			fence = r.l.Fence()
+		}
+		t.Fatalf("the Client's Acquire returned after the forged announcement while A holds the key: fence %d, %v", fence, r.err)
+	case <-time.After(time.Second):
+	}
+	if f := HeldBy(t, ctx, sA, "k", "A"); f != ga.Fence {
+		t.Fatalf("A's fence %d after the forgery, want %d", f, ga.Fence)
+	}
+	if err := sA.Release(ctx, a); err != nil {
+		t.Fatalf("A's Release: %v", err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Client's Acquire did not return within 10s of A's release")
+	}
+	if r.err != nil {
+		t.Fatalf("the Client's Acquire after A's release: %v", r.err)
+	}
+	info, err := sA.Inspect(ctx, "k")
+	if err != nil || !info.Held || r.l.Fence() != info.Fence || r.l.Fence() == forgedFence || r.l.Fence() <= ga.Fence {
+		t.Fatalf("the Client holds fence %d; Inspect = %+v, %v; want the server's fence, above A's %d", r.l.Fence(), info, err, ga.Fence)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatalf("the Client's Release: %v", err)
 	}
 }
