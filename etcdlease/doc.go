@@ -14,9 +14,13 @@
 //
 // # Data layout
 //
-// A lease key K is the etcd key Prefix+K (default prefix "/leasekit/", see
-// [WithPrefix]) whose value is the holder's token, a NUL byte and the
-// holder's identity. The key is attached to an etcd lease, so etcd deletes
+// A lease key K is the etcd key Prefix+esc(K) (default prefix "/leasekit/",
+// see [WithPrefix]; a prefix always ends in "/"), where esc percent-escapes
+// '%' ("%25") and '/' ("%2F") so that K is exactly one path segment: the
+// namespace "/app/" with key "sub/x" ("/app/sub%2Fx") and the namespace
+// "/app/sub/" with key "x" ("/app/sub/x") are different leases, and a store
+// ignores the keys of a nested namespace that its prefix watch also sees.
+// The value is the holder's token, a NUL byte and the holder's identity. The key is attached to an etcd lease, so etcd deletes
 // it when the lease expires. The fence is the key's create revision: etcd's
 // revision counter is cluster-wide, strictly increasing and durable, and a
 // key that is deleted and created again gets a new, larger create revision.
@@ -26,6 +30,16 @@
 // previous holder's plus one, which is at most the revision of the hand-off
 // (every fence is at most the revision that granted it), so fences grow
 // strictly across hand-offs and later creations alike.
+//
+// # Upgrading from the layout without escaping
+//
+// Before this layout, K was stored at Prefix+K and a prefix was used as
+// given. Keys without '/' or '%' under a prefix that ends in "/" are laid
+// out as before; a key with '/' or '%', or any key under a prefix given
+// without a trailing "/", now lives at another etcd key. An old and a new
+// client therefore do not see each other's leases of such keys: during a
+// rolling upgrade, do not let both versions share a namespace (stop the old
+// holders first, or give the new version its own prefix).
 //
 // # etcd leases, TTLs and batched renewal
 //
@@ -48,12 +62,12 @@
 // The store is a lease.Queuer: a freed key goes to the waiter that has
 // waited longest, as with etcd's own concurrency.Mutex, ordered by create
 // revision. A waiter (Acquire with Request.Queue that cannot get the key)
-// puts an entry Prefix+K+"\x00q/"+token (value: its holder identity).
-// Lease keys contain no NUL byte (the store rejects them with
-// lease.ErrInvalid, as the Client already does), so an entry never collides
-// with a lease key and the prefix Prefix+K+"\x00q/" holds exactly K's
-// queue, which one ranged Get sorted by create revision lists in arrival
-// order.
+// puts an entry Prefix+esc(K)+"\x00q/"+token (value: its holder identity).
+// Lease keys and prefixes contain no NUL byte (the store rejects them with
+// lease.ErrInvalid, as the Client already does for keys), so an entry never
+// collides with a lease key or a nested namespace's key, and the prefix
+// Prefix+esc(K)+"\x00q/" holds exactly K's queue, which one ranged Get
+// sorted by create revision lists in arrival order.
 //
 // Each entry is on an etcd lease of its own, granted with the TTL of the
 // attempt that queued it (rounded up to seconds) and kept alive by each

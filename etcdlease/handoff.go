@@ -113,7 +113,7 @@ func (s *Store) handOff(r lease.Request) (cmps []clientv3.Cmp, ops []clientv3.Op
 	if !ok {
 		return nil, nil, false
 	}
-	k, ek := s.prefix+r.Key, s.entryKey(r.Key, token)
+	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, token)
 	cmps = append(ours(k, r.Token), s.noneAhead(r.Key, token, e.rev)...)
 	cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(ek), "=", int64(e.lease)))
 	ops = []clientv3.Op{

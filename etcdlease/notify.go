@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -158,18 +157,16 @@ func (s *Store) readQueues(ctx context.Context) (queues, int64, error) {
 	}
 	q := make(queues)
 	for _, kv := range resp.Kvs {
-		q.put(strings.TrimPrefix(string(kv.Key), s.prefix), kv, false)
+		if key, token, entry, ok := s.parseKey(kv.Key); ok && entry {
+			q.put(key, token, kv, false)
+		}
 	}
 	return q, resp.Header.Revision, nil
 }
 
-// put records the entry rel (an etcd key without the prefix) if it is one;
-// valued says kv carries its value (the waiter's holder).
-func (q queues) put(rel string, kv *mvccpb.KeyValue, valued bool) {
-	key, token, ok := strings.Cut(rel, queueSep)
-	if !ok {
-		return
-	}
+// put records token's entry in key's queue, kv; valued says kv carries its
+// value (the waiter's holder).
+func (q queues) put(key, token string, kv *mvccpb.KeyValue, valued bool) {
 	m := q[key]
 	if m == nil {
 		m = make(map[string]entry)
@@ -178,12 +175,8 @@ func (q queues) put(rel string, kv *mvccpb.KeyValue, valued bool) {
 	m[token] = entry{rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), holder: string(kv.Value), valued: valued}
 }
 
-// del forgets the entry rel if it is one.
-func (q queues) del(rel string) {
-	key, token, ok := strings.Cut(rel, queueSep)
-	if !ok {
-		return
-	}
+// del forgets token's entry in key's queue.
+func (q queues) del(key, token string) {
 	if m := q[key]; m != nil {
 		delete(m, token)
 		if len(m) == 0 {
@@ -224,7 +217,7 @@ func (sub *subscription) apply(events []*clientv3.Event) []lease.Announcement {
 	}
 	puts := make(map[at]*mvccpb.KeyValue)
 	for _, ev := range events {
-		if key, entry := leaseKeyOf(strings.TrimPrefix(string(ev.Kv.Key), s.prefix)); ev.Type == mvccpb.PUT && !entry {
+		if key, _, entry, ok := s.parseKey(ev.Kv.Key); ok && ev.Type == mvccpb.PUT && !entry {
 			puts[at{key, ev.Kv.ModRevision}] = ev.Kv
 		}
 	}
@@ -232,24 +225,23 @@ func (sub *subscription) apply(events []*clientv3.Event) []lease.Announcement {
 	var as []lease.Announcement
 	seen := make(map[string]bool)
 	for _, ev := range events {
-		rel := strings.TrimPrefix(string(ev.Kv.Key), s.prefix)
-		key, isEntry := leaseKeyOf(rel)
+		key, token, isEntry, ok := s.parseKey(ev.Kv.Key)
+		if !ok {
+			continue // a nested namespace's key
+		}
 		if ev.Type == mvccpb.PUT {
-			q.put(rel, ev.Kv, true)
-			if !isEntry {
-				if h, ok := s.handed[key]; ok && h.rev < ev.Kv.ModRevision {
-					delete(s.handed, key)
-				}
+			if isEntry {
+				q.put(key, token, ev.Kv, true)
+			} else if h, ok := s.handed[key]; ok && h.rev < ev.Kv.ModRevision {
+				delete(s.handed, key)
 			}
 			continue
 		}
-		q.del(rel)
 		if !isEntry {
 			delete(s.handed, key)
-		}
-		if isEntry {
+		} else {
+			q.del(key, token)
 			if kv := puts[at{key, ev.Kv.ModRevision}]; kv != nil {
-				_, token, _ := strings.Cut(rel, queueSep)
 				if t, _, fence := decodeValue(kv.Value); t == token && fence > 0 && kv.CreateRevision != kv.ModRevision {
 					s.handed[key] = handed{token: token, fence: fence, lease: clientv3.LeaseID(kv.Lease), created: kv.CreateRevision, rev: kv.ModRevision}
 					as = append(as, lease.Announcement{Key: key, Next: token})

@@ -13,9 +13,12 @@ type config struct {
 type Option func(*config)
 
 // WithPrefix sets the prefix of every etcd key the store uses (default
-// [DefaultPrefix]). Stores with the same prefix on the same cluster share
-// leases; the release watch covers exactly the keys under the prefix, so a
-// prefix should not be a prefix of another namespace's (end it with "/").
+// [DefaultPrefix]); "/" is appended if it does not end in one, and a prefix
+// with a NUL byte is refused. Stores with the same prefix on the same
+// cluster share leases. Each lease key is one escaped path segment under
+// the prefix, so nested namespaces ("/app/" and "/app/sub/") never share a
+// lease; the outer one's watches still see the inner one's traffic, and
+// ignore it.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }

@@ -70,7 +70,7 @@ func (s *Store) purge(ctx context.Context) {
 
 	ops := make([]clientv3.Op, len(ids))
 	for i, id := range ids {
-		k, ek := s.prefix+id.key, s.entryKey(id.key, id.token)
+		k, ek := s.keyPath(id.key), s.entryKey(id.key, id.token)
 		ops[i] = clientv3.OpTxn(ours(k, id.token),
 			[]clientv3.Op{clientv3.OpDelete(k), clientv3.OpDelete(ek)},
 			[]clientv3.Op{clientv3.OpDelete(ek)})

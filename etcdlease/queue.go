@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,24 +23,18 @@ var _ lease.Queuer = (*Store)(nil)
 // first (lease.Queuer); see the package documentation, "FIFO queue".
 func (s *Store) QueuesWaiters() bool { return true }
 
-// queueSep separates a lease key from the tokens of its queue. Lease keys
-// contain no NUL byte (the Client and check reject them), so no lease key
-// lies under a queue prefix and a queue prefix holds only that key's queue.
+// queueSep separates a lease key's segment from the tokens of its queue.
+// Lease keys contain no NUL byte (the Client and check reject them), nor do
+// prefixes (New rejects them), so no lease key, nor any key of a nested
+// namespace, lies under a queue prefix, and a queue prefix holds only that
+// key's queue.
 const queueSep = "\x00q/"
 
 // queuePrefix returns the etcd prefix of key's queue of waiters.
-func (s *Store) queuePrefix(key string) string { return s.prefix + key + queueSep }
+func (s *Store) queuePrefix(key string) string { return s.keyPath(key) + queueSep }
 
 // entryKey returns the etcd key of token's entry in key's queue.
 func (s *Store) entryKey(key, token string) string { return s.queuePrefix(key) + token }
-
-// leaseKeyOf returns the lease key (without the prefix) that rel, an etcd key
-// under the prefix with the prefix removed, belongs to, and whether rel is a
-// queue entry rather than the lease key itself.
-func leaseKeyOf(rel string) (key string, entry bool) {
-	key, _, entry = strings.Cut(rel, "\x00")
-	return key, entry
-}
 
 // opQueue reads key's queue: its entries (without values) oldest first.
 func (s *Store) opQueue(key string) clientv3.Op {

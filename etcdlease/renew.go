@@ -113,7 +113,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 		pending = pending[n:]
 		ops := make([]clientv3.Op, n)
 		for j, i := range batch {
-			ops[j] = clientv3.OpGet(s.prefix + rs[i].Key)
+			ops[j] = clientv3.OpGet(s.keyPath(rs[i].Key))
 		}
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		for j, i := range batch {
@@ -171,7 +171,7 @@ func (s *Store) judge(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue,
 // modification revision: the value, with its fence, is kept). It returns
 // the revision of the move.
 func (s *Store) reattach(ctx context.Context, r lease.Request, kv *mvccpb.KeyValue, l *etcdLease) (int64, error) {
-	k := s.prefix + r.Key
+	k := s.keyPath(r.Key)
 	cmps := append(ours(k, r.Token), clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision))
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(k, string(kv.Value), clientv3.WithLease(l.id))).Commit()
 	if err != nil {

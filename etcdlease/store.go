@@ -71,12 +71,15 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		}
 		o(&cfg)
 	}
-	if cfg.prefix == "" {
+	switch {
+	case cfg.prefix == "":
 		return nil, lease.Invalid("prefix", "empty: the store would watch the whole keyspace")
+	case strings.IndexByte(cfg.prefix, 0) >= 0:
+		return nil, lease.Invalid("prefix", "contains a NUL byte (reserved for the queues of waiters)")
 	}
 	return &Store{
 		cli:     cli,
-		prefix:  cfg.prefix,
+		prefix:  normPrefix(cfg.prefix),
 		leases:  make(map[int64]*etcdLease),
 		busy:    make(map[int64]chan struct{}),
 		subs:    make(map[*subscription]bool),
@@ -89,7 +92,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	}, nil
 }
 
-// Prefix returns the store's key prefix.
+// Prefix returns the store's key prefix, which always ends in "/".
 func (s *Store) Prefix() string { return s.prefix }
 
 // Limits reports the store's TTL range: [MinTTL, MaxTTL].
@@ -180,7 +183,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 	}
 	since := max(called.Sub(refreshed), 0)
-	k := s.prefix + r.Key
+	k := s.keyPath(r.Key)
 	ek := s.entryKey(r.Key, r.Token)
 	var rev int64 // the create revision of our queue entry, 0 if none
 	q, queuedBefore := s.remembered(ek)
@@ -330,7 +333,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	cmps, handOff, ok := s.handOff(r)
 	s.unrecord(r.Key)
 	s.purge(ctx)
-	k := s.prefix + r.Key
+	k := s.keyPath(r.Key)
 	ek := s.entryKey(r.Key, r.Token)
 	release := clientv3.OpTxn(ours(k, r.Token),
 		[]clientv3.Op{clientv3.OpDelete(k), clientv3.OpDelete(ek)},
@@ -373,7 +376,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := s.open(); err != nil {
 		return lease.Info{}, err
 	}
-	resp, err := s.cli.Get(ctx, s.prefix+key)
+	resp, err := s.cli.Get(ctx, s.keyPath(key))
 	if err != nil {
 		return lease.Info{}, fmt.Errorf("etcdlease: inspect %q: %w", key, err)
 	}

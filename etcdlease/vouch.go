@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -173,12 +172,8 @@ func (s *Store) readLocked(w *renewWatch) error {
 // etcd lease (an idempotent Acquire). Queue entries and keys the store does
 // not hold are ignored. s.mu is held.
 func (s *Store) eventLocked(ev *clientv3.Event) {
-	rel, ok := strings.CutPrefix(string(ev.Kv.Key), s.prefix)
-	if !ok {
-		return
-	}
-	key, entry := leaseKeyOf(rel)
-	if entry {
+	key, _, entry, ok := s.parseKey(ev.Kv.Key)
+	if !ok || entry {
 		return
 	}
 	h, ok := s.held[key]

@@ -16,7 +16,8 @@
 //	redis+sentinel://[user:pass@]host:port,host:port/mastername[/db][?prefix=..&sentinel_password=..]
 //	                             Redis behind Sentinel (rediss+sentinel:// for TLS); the userinfo is the
 //	                             Redis servers' credentials, sentinel_username/sentinel_password the sentinels'
-//	postgres://user:pass@host/db[?mode=advisory&table=t&namespace=ns&migrate=false]
+//	postgres://user:pass@host/db[?sslmode=..&mode=advisory&table=t&namespace=ns&migrate=false]
+//	                             sslmode defaults to verify-full for a host that is not loopback (below)
 //	etcd://[user:pass@]host:port,host:port[/prefix/]   (etcds:// for TLS)
 //	zk://[user:pass@]host:port,host:port[/root][?session_timeout=10s]
 //	                             ZooKeeper; with user:pass the store logs in (digest) and creates its
@@ -31,6 +32,16 @@
 // namespace, migrate, session_timeout, replica_ack, replica_ack_timeout) are removed before the rest of the URL is handed to the
 // backend's own parser, so backend options (redis dial_timeout, postgres
 // sslmode, ...) keep working.
+//
+// TLS: a postgres:// or postgresql:// URL without sslmode whose host is
+// not loopback (anything but localhost, 127.0.0.0/8, ::1 and unix sockets,
+// as written) is opened with sslmode=verify-full ([DefaultPostgresSSLMode]):
+// the server's certificate must chain to sslrootcert (else the system's
+// roots) and name the host. Loopback hosts and unix sockets keep pgx's
+// default, prefer, which does not verify the certificate. An sslmode in the
+// URL (or ssl=true), in $PGSSLMODE, or from a service file is used as
+// given. rediss:// and etcds:// verify the server's certificate; Redis's
+// skip_verify=true is the explicit opt-out and disables that verification.
 //
 // Passwords are never printed: errors returned by Open are redacted, and
 // [Redact] turns a URL into a form that is safe to log.

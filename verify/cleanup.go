@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/filelease"
@@ -79,7 +78,7 @@ func cleanup(ctx context.Context, storeURL, prefix, key string) error {
 		if err != nil {
 			return err
 		}
-		pool, err := pgxpool.New(ctx, raw)
+		pool, err := newPool(ctx, raw)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sys/unix"
+
+	"github.com/leasekit/lease/leaseurl"
 )
 
 // register is a fenced register: Read and Write succeed (ok) iff fence is at
@@ -35,12 +37,22 @@ func openRegister(ctx context.Context, spec string) (register, error) {
 		return &fileRegister{path: p, unfenced: true}, nil
 	}
 	dsn, row, _ := strings.Cut(spec, "#")
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := newPool(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
 	table, id, _ := strings.Cut(row, "/")
 	return &pgRegister{pool: pool, table: pgx.Identifier{table}.Sanitize(), id: id}, nil
+}
+
+// newPool opens a pool on dsn with leaseurl's TLS default (sslmode
+// verify-full for a host that is not loopback when the URL chooses none).
+func newPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, _, err := leaseurl.PostgresConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // fileRegister keeps "fence value\n" (fixed width) in a file,
@@ -131,7 +143,7 @@ func (r *pgRegister) Close() error { r.pool.Close(); return nil }
 // of dsn and a fresh row, and returns the register spec for Config.Register
 // and a function that deletes the row.
 func PostgresRegister(ctx context.Context, dsn, table, id string) (spec string, cleanup func(context.Context) error, err error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := newPool(ctx, dsn)
 	if err != nil {
 		return "", nil, err
 	}
@@ -144,7 +156,7 @@ func PostgresRegister(ctx context.Context, dsn, table, id string) (spec string, 
 		return "", nil, fmt.Errorf("create the register row: %w", err)
 	}
 	cleanup = func(ctx context.Context) error {
-		p, err := pgxpool.New(ctx, dsn)
+		p, err := newPool(ctx, dsn)
 		if err != nil {
 			return err
 		}

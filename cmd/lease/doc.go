@@ -14,7 +14,10 @@
 // rediss:// (TLS), postgres://...[?mode=advisory&namespace=ns&table=t],
 // etcd://host:port,host:port[/prefix/] (etcds:// for TLS),
 // zk://host:port,host:port[/chroot][?session_timeout=10s]. See package
-// leaseurl. Passwords are never printed: every message, log line and status
+// leaseurl. A postgres:// URL without sslmode uses sslmode=verify-full for a
+// host that is not loopback (loopback and unix sockets keep pgx's default,
+// prefer, which does not verify the certificate); Redis's skip_verify=true
+// disables certificate verification. Passwords are never printed: every message, log line and status
 // output shows them as "xxxxx".
 //
 // # Flags

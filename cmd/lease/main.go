@@ -69,5 +69,11 @@ postgres://, etcd://, zk://, mem://.
 Exit codes of lease run: the command's own code; 75 lease not acquired;
 76 lease lost while the command ran; 64 usage; 69 store unavailable;
 70 internal error; 126/127 command not executable/not found.
+
+TLS: a postgres:// URL without sslmode uses sslmode=verify-full for a host
+that is not loopback (add sslrootcert=CA-FILE for a private CA); localhost,
+loopback addresses and unix sockets keep pgx's default, prefer, which does
+NOT verify the server's certificate. rediss:// and etcds:// verify it;
+rediss://...?skip_verify=true disables that verification (test servers only).
 `)
 }

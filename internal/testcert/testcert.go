@@ -31,8 +31,9 @@ type Set struct {
 
 // New writes a fresh Set into dir (created with mode 0700 if missing); key
 // files are 0600. clientCN is the client certificate's common name (etcd
-// uses it as the user name).
-func New(t testing.TB, dir, clientCN string) *Set {
+// uses it as the user name); serverIPs are addresses the server certificate
+// is valid for besides 127.0.0.1.
+func New(t testing.TB, dir, clientCN string, serverIPs ...net.IP) *Set {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func New(t testing.TB, dir, clientCN string) *Set {
 	s.CAFile = write(t, dir, "ca.pem", "CERTIFICATE", caDER)
 	_, srvKey, srvDER := make1(t, ca, caKey, &x509.Certificate{
 		Subject: pkix.Name{CommonName: "127.0.0.1"}, DNSNames: []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, serverIPs...),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})

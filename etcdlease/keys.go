@@ -1,0 +1,93 @@
+// The etcd key layout: a lease key is one path segment under the prefix
+// (with '%' and '/' percent-escaped), and its queue entries follow that
+// segment after a NUL byte, so no (prefix, key) pair aliases another.
+
+package etcdlease
+
+import "strings"
+
+// escapeKey turns a lease key into one segment of an etcd key: '%' becomes
+// "%25" and '/' "%2F"; every other byte is kept, so keys without either
+// read as they are in etcdctl.
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%/") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// unescapeKey inverts escapeKey; ok is false for a segment escapeKey never
+// returns (one with a '/' or a '%' not followed by 25 or 2F).
+func unescapeKey(seg string) (string, bool) {
+	if strings.IndexByte(seg, '/') >= 0 {
+		return "", false
+	}
+	if strings.IndexByte(seg, '%') < 0 {
+		return seg, true
+	}
+	var b strings.Builder
+	b.Grow(len(seg))
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		switch seg[i+1 : min(i+3, len(seg))] {
+		case "25":
+			b.WriteByte('%')
+		case "2F":
+			b.WriteByte('/')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// normPrefix returns prefix ending in "/": the key segments below it are
+// then delimited from the prefix, so a store with prefix "/app" never reads
+// or watches the keys of one with prefix "/app-2".
+func normPrefix(prefix string) string {
+	if strings.HasSuffix(prefix, "/") {
+		return prefix
+	}
+	return prefix + "/"
+}
+
+// keyPath returns the etcd key of lease key.
+func (s *Store) keyPath(key string) string { return s.prefix + escapeKey(key) }
+
+// parseKey returns the lease key that etcd key k belongs to, and the token
+// of the waiter if k is a queue entry ("" for the lease key itself). ok is
+// false for keys that are not the store's: outside the prefix, or in a
+// nested namespace (prefix+"sub/..."), whose keys the store's prefix watch
+// also sees.
+func (s *Store) parseKey(k []byte) (key, token string, entry, ok bool) {
+	rel, found := strings.CutPrefix(string(k), s.prefix)
+	if !found {
+		return "", "", false, false
+	}
+	seg, token, entry := strings.Cut(rel, queueSep)
+	if strings.IndexByte(seg, 0) >= 0 {
+		return "", "", false, false
+	}
+	key, ok = unescapeKey(seg)
+	if !ok || key == "" {
+		return "", "", false, false
+	}
+	return key, token, entry, true
+}
