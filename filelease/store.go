@@ -152,6 +152,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := s.check(ctx, r, true); err != nil {
 		return fail(err)
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return fail(err)
+	}
 	if r.Queue && len(r.Token) > maxQueueTokenLen {
 		return fail(lease.Invalid("token", "%d bytes, longer than the %d a queued waiter may have", len(r.Token), maxQueueTokenLen))
 	}

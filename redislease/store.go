@@ -101,6 +101,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	}
 	if g, ok := s.takeHanded(r); ok {
 		return g, nil
 	}
