@@ -155,9 +155,6 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := lease.CheckHolder(r.Holder); err != nil {
 		return fail(err)
 	}
-	if r.Queue && len(r.Token) > maxQueueTokenLen {
-		return fail(lease.Invalid("token", "%d bytes, longer than the %d a queued waiter may have", len(r.Token), maxQueueTokenLen))
-	}
 	lf, err := lock(s.dir, r.Key, modeCreate, s.mode)
 	if err != nil {
 		return fail(err)
@@ -351,6 +348,9 @@ func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error 
 	}
 	if r.Token == "" {
 		return lease.Invalid("token", "empty")
+	}
+	if len(r.Token) > maxTokenLen {
+		return lease.Invalid("token", "%d bytes, longer than %d", len(r.Token), maxTokenLen)
 	}
 	if needTTL && r.TTL < MinTTL {
 		return lease.Invalid("ttl", "%v is shorter than %v", r.TTL, MinTTL)
