@@ -172,6 +172,16 @@
 // do not wake waiters; expiries are not announced (the Client waits for the
 // holder's TTL, and queued waiters look again at least every TTL/3).
 //
+// # The directory
+//
+// Whoever controls the directory can read every holder's token and replace
+// its files, so [New] refuses, with an error matching [ErrUnsafeDir], a
+// directory another user could take over: a symbolic link (the last
+// component), a directory owned by another user than the process's (or
+// root), or one its group or everyone can write to, sticky or not, unless
+// [WithFileMode] shares the lease files as widely. Missing directories are
+// created 0700 and lease files 0600 (by default).
+//
 // # Limits and caveats
 //
 // The directory must be on a local file system of one host: New refuses NFS
@@ -180,6 +190,7 @@
 // and boot id), but processes in different time namespaces (unshare --time,
 // some checkpoint/restore tools) must not, since their monotonic clocks
 // differ. Processes of different users share leases only if they can all
-// read and write the files ([WithFileMode]). Keys are at most 512 bytes
-// ([MaxKeyLen]); TTLs at least 1ms ([MinTTL]).
+// read and write the files (WithFileMode(0o660) and a common group), and
+// the directory belongs to that group (or to the process's user or root).
+// Keys are at most 512 bytes ([MaxKeyLen]); TTLs at least 1ms ([MinTTL]).
 package filelease

@@ -51,9 +51,14 @@ type Store struct {
 }
 
 // New returns a Store keeping leases in dir, which it creates (with its
-// parents) if missing. dir must be on a local file system: New refuses NFS
-// and SMB/CIFS, where neither flock nor the host's clock and boot id are
-// shared the way the store needs (see the package documentation).
+// parents, mode 0700 unless WithFileMode says otherwise) if missing. New
+// refuses, with an error matching [ErrUnsafeDir], a dir that another user
+// could take over: a symbolic link, a directory owned by another user than
+// the process's (or root), or one its group or everyone can write to (unless
+// WithFileMode shares the lease files as widely). dir must be on a local
+// file system: New refuses NFS and SMB/CIFS, where neither flock nor the
+// host's clock and boot id are shared the way the store needs (see the
+// package documentation).
 func New(dir string, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "empty path"))
@@ -71,11 +76,8 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
 	}
-	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "%s is not a directory", abs))
-	}
-	if err := os.MkdirAll(abs, dirMode(c.mode)); err != nil {
-		return nil, fmt.Errorf("filelease: create directory: %w", err)
+	if err := prepareDir(abs, c.mode); err != nil {
+		return nil, err
 	}
 	if err := checkLocalFS(abs); err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
