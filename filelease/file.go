@@ -6,6 +6,7 @@
 package filelease
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -161,7 +162,10 @@ func (lf *leaseFile) readAny() (record, error) {
 	if lf.size == 0 {
 		return record{}, fmt.Errorf("%s: %w", lf.path, corrupt("empty file (lease files are created whole, never empty)"))
 	}
-	rec, err := parse(io.NewSectionReader(fdReader(lf.fd), 0, lf.size))
+	// A buffer of the file's size (a few hundred bytes, usually) reads it
+	// in one pread; longer lines are read in 64 KiB pieces.
+	buf := int(min(lf.size, 64<<10))
+	rec, err := parse(bufio.NewReaderSize(io.NewSectionReader(fdReader(lf.fd), 0, lf.size), buf))
 	if err != nil {
 		return record{}, fmt.Errorf("%s: %w", lf.path, err)
 	}

@@ -118,9 +118,9 @@ func (r record) encode() []byte {
 // must hold, or the file is corrupt. The token and holder are only compared
 // and shown: an over-long or unparseable one is read as unknownToken or a
 // placeholder holder, so that the lease lapses at its expiry like any other.
-func parse(rd io.Reader) (record, error) {
+func parse(rd *bufio.Reader) (record, error) {
 	var r record
-	p := parser{rd: bufio.NewReaderSize(rd, 64<<10)}
+	p := parser{rd: rd}
 	line := p.line()
 	if p.err != nil {
 		return r, p.err
