@@ -16,6 +16,9 @@ const (
 	// MaxKeyLen is the longest key, in bytes, the Client accepts; a store may
 	// allow less.
 	MaxKeyLen = 512
+	// MaxHolderLen is the longest holder identity, in bytes, the Client
+	// accepts and every store keeps (see [CheckHolder]).
+	MaxHolderLen = 512
 	// MinRenewInterval is the shortest renew interval the Client accepts.
 	MinRenewInterval = time.Millisecond
 )
@@ -159,8 +162,8 @@ func (p params) resolve(lim Limits) (params, error) {
 	if p.renew >= p.ttl-p.drift {
 		return p, Invalid("renew interval", "%v must be shorter than the TTL %v minus the drift margin %v", p.renew, p.ttl, p.drift)
 	}
-	if len(p.holder) > MaxKeyLen {
-		return p, Invalid("holder", "longer than %d bytes", MaxKeyLen)
+	if err := CheckHolder(p.holder); err != nil {
+		return p, err
 	}
 	return p, nil
 }

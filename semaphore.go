@@ -57,6 +57,9 @@ func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (*semapho
 		return nil, err
 	}
 	p.tag = semTag(n)
+	if err := CheckHolder(p.holder + p.tag); err != nil {
+		return nil, fmt.Errorf("semaphore %q: the holder with its tag %q: %w", key, p.tag, err)
+	}
 	s := &semaphore{c: c, key: key, n: n, p: p, slots: make([]string, n)}
 	for i := range s.slots {
 		s.slots[i] = SlotKey(key, i)

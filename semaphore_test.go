@@ -70,6 +70,11 @@ func TestSemaphoreRejectsBadInput(t *testing.T) {
 	if _, err := c.TrySemaphore(ctx, "", 1); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("TrySemaphore with an empty key: %v, want ErrInvalid", err)
 	}
+	// The holder fits, but not with the " [sem n=1]" the store keeps after it.
+	holder := lease.WithHolder(strings.Repeat("h", lease.MaxHolderLen))
+	if _, err := c.TrySemaphore(ctx, "sem", 1, holder); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("TrySemaphore whose holder and tag exceed MaxHolderLen: %v, want ErrInvalid", err)
+	}
 }
 
 func TestSemaphoreSlotsAndHolders(t *testing.T) {

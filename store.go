@@ -30,6 +30,17 @@ type Request struct {
 	RecordLater bool
 }
 
+// CheckHolder returns an *[InvalidError] when holder is longer than
+// [MaxHolderLen] bytes. Every store's Acquire calls it, so that no client,
+// whatever it sends, can store a holder that other clients then have to read
+// back.
+func CheckHolder(holder string) error {
+	if len(holder) > MaxHolderLen {
+		return Invalid("holder", "%d bytes, longer than %d", len(holder), MaxHolderLen)
+	}
+	return nil
+}
+
 // Grant is what a store returns for a successful acquisition.
 type Grant struct {
 	// Fence is the fencing token: strictly larger than every fence the store

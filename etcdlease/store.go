@@ -166,6 +166,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := check(r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, err
+	}
 	if g, ok := s.takeHanded(r); ok {
 		return g, nil
 	}

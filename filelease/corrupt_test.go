@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,52 @@ func TestDeleteCorruptFileRecovers(t *testing.T) {
 	}
 	if f := mustAcquire(t, s, req(r.Key, "new", time.Minute)); f != 1 {
 		t.Errorf("fence after deleting the file %d, want 1 (it restarts)", f)
+	}
+}
+
+// TestOverlongHolderLapses: a record whose checksum holds but whose holder
+// or token is over-long or does not parse (planted by anyone who can write
+// the file; a 2 MB holder stored through the Store API once made a key
+// unusable until the file was deleted by hand) holds the key until its
+// expiry, like any lease, and no longer.
+func TestOverlongHolderLapses(t *testing.T) {
+	huge := strings.Repeat("h", 2<<20)
+	cases := []struct{ what, field, value string }{
+		{"a 2 MB holder", "holder", strconv.Quote(huge)},
+		{"an unparseable holder", "holder", `"unterminated`},
+		{"a 2 MB token", "token", strconv.Quote(huge)},
+		{"an unparseable token", "token", "not-quoted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.what, func(t *testing.T) {
+			s := newStore(t, "")
+			ctx := testCtx(t, 30*time.Second)
+			const ttl = 500 * time.Millisecond
+			victim := req("planted-"+randHex(4), "victim", ttl)
+			fence := mustAcquire(t, s, victim)
+			rewriteField(t, s.File(victim.Key), tc.field, tc.value)
+			planted := time.Now()
+
+			info, err := s.Inspect(ctx, victim.Key)
+			if err != nil || !info.Held || info.Fence != fence || len(info.Holder) > lease.MaxHolderLen {
+				t.Fatalf("%s: Inspect = held %v, fence %d, holder of %d bytes, %v; want held with fence %d and a short holder",
+					tc.what, info.Held, info.Fence, len(info.Holder), err, fence)
+			}
+			intruder := req(victim.Key, "intruder", time.Minute)
+			if _, err := s.Acquire(ctx, intruder); !errors.Is(err, lease.ErrHeld) && time.Since(planted) < ttl {
+				t.Fatalf("%s: Acquire before the expiry: %v, want ErrHeld", tc.what, err)
+			}
+			time.Sleep(ttl + 50*time.Millisecond)
+			g, err := s.Acquire(ctx, intruder)
+			if err != nil {
+				t.Fatalf("%s: Acquire after the planted lease's TTL: %v; want the key (it was unusable until the file was deleted)", tc.what, err)
+			}
+			if g.Fence != fence+1 {
+				t.Errorf("%s: fence %d after the planted lease, want %d", tc.what, g.Fence, fence+1)
+			}
+			if fi, err := os.Stat(s.File(victim.Key)); err != nil || fi.Size() > 4<<10 {
+				t.Errorf("%s: the file after the new grant: %v, %v; want a record of a few hundred bytes", tc.what, fi, err)
+			}
+		})
 	}
 }

@@ -127,8 +127,8 @@
 // queue-boot; under another boot every entry has expired. A waiter that dies
 // therefore delays the others by at most its TTL. A key holds at most
 // [MaxWaiters] live waiters: queueing one more fails with an error matching
-// [ErrQueueFull] (the lease Client retries it as a transient error); tokens
-// queued must be at most 128 bytes (the Client's have 32). An emptied queue
+// [ErrQueueFull] (the lease Client retries it as a transient error). Tokens
+// are at most 128 bytes (the Client's have 32). An emptied queue
 // leaves nothing behind: the file is v1 again.
 //
 // # Failure behaviour
@@ -147,6 +147,18 @@
 //     fence are unknown. To recover, make sure no process uses the key and
 //     delete the file by hand: the key's fence then restarts at 1, so
 //     resources that check fences must be told (or the key renamed).
+//   - What decides a key is the record's key, fence, boot, expiry, queue
+//     and whether its token is empty; those must parse. The token's and
+//     holder's contents are only compared and shown, so a record whose
+//     checksum holds but whose token (over 128 bytes) or holder (over
+//     [lease.MaxHolderLen]) is over-long or does not parse is not corrupt:
+//     it is a lease of a token no request can carry, with an
+//     "(unreadable holder of N bytes)", and it lapses at its expiry like
+//     any other lease. The store never writes such a record (Acquire
+//     refuses such tokens and holders with lease.ErrInvalid); whoever can
+//     write the files can, and must not be able to block a key for longer
+//     than the TTL written. The file is read whatever its length; only the
+//     token and holder may make it longer than 1 MiB.
 //   - Deleting or replacing a lease file while it is in use breaks the
 //     guarantees for that key (the fence restarts; a process holding the old
 //     file's lock excludes nobody).
@@ -160,6 +172,16 @@
 // do not wake waiters; expiries are not announced (the Client waits for the
 // holder's TTL, and queued waiters look again at least every TTL/3).
 //
+// # The directory
+//
+// Whoever controls the directory can read every holder's token and replace
+// its files, so [New] refuses, with an error matching [ErrUnsafeDir], a
+// directory another user could take over: a symbolic link (the last
+// component), a directory owned by another user than the process's (or
+// root), or one its group or everyone can write to, sticky or not, unless
+// [WithFileMode] shares the lease files as widely. Missing directories are
+// created 0700 and lease files 0600 (by default).
+//
 // # Limits and caveats
 //
 // The directory must be on a local file system of one host: New refuses NFS
@@ -168,6 +190,7 @@
 // and boot id), but processes in different time namespaces (unshare --time,
 // some checkpoint/restore tools) must not, since their monotonic clocks
 // differ. Processes of different users share leases only if they can all
-// read and write the files ([WithFileMode]). Keys are at most 512 bytes
-// ([MaxKeyLen]); TTLs at least 1ms ([MinTTL]).
+// read and write the files (WithFileMode(0o660) and a common group), and
+// the directory belongs to that group (or to the process's user or root).
+// Keys are at most 512 bytes ([MaxKeyLen]); TTLs at least 1ms ([MinTTL]).
 package filelease

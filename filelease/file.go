@@ -6,10 +6,12 @@
 package filelease
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,31 +156,38 @@ func (lf *leaseFile) read(key string) error {
 	return nil
 }
 
-// readAny parses the file's record, whatever key it records.
+// readAny parses the file's record, whatever key it records. It reads the
+// file through a buffer, however long it is (see parse).
 func (lf *leaseFile) readAny() (record, error) {
 	if lf.size == 0 {
 		return record{}, fmt.Errorf("%s: %w", lf.path, corrupt("empty file (lease files are created whole, never empty)"))
 	}
-	if lf.size > maxFileSize {
-		return record{}, fmt.Errorf("%s: %w", lf.path, corrupt("%d bytes, more than a lease record can have", lf.size))
-	}
-	buf := make([]byte, lf.size)
-	n := 0
-	for n < len(buf) {
-		m, err := retryEINTR(func() (int, error) { return unix.Pread(lf.fd, buf[n:], int64(n)) })
-		if err != nil {
-			return record{}, fmt.Errorf("read %s: %w", lf.path, err)
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	rec, err := parse(buf[:n])
+	// A buffer of the file's size (a few hundred bytes, usually) reads it
+	// in one pread; longer lines are read in 64 KiB pieces.
+	buf := int(min(lf.size, 64<<10))
+	rec, err := parse(bufio.NewReaderSize(io.NewSectionReader(fdReader(lf.fd), 0, lf.size), buf))
 	if err != nil {
 		return record{}, fmt.Errorf("%s: %w", lf.path, err)
 	}
 	return rec, nil
+}
+
+// fdReader reads a file descriptor at offsets (pread).
+type fdReader int
+
+func (fd fdReader) ReadAt(b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := retryEINTR(func() (int, error) { return unix.Pread(int(fd), b[n:], off+int64(n)) })
+		if err != nil {
+			return n, fmt.Errorf("read: %w", err)
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // write replaces the file's record in place (the file keeps its identity, so

@@ -37,7 +37,8 @@ type docRecord struct {
 // package: magic line (v1 or v2), key, fence, token, holder, boot, expires,
 // for v2 also queue-boot, "waiters N" and N lines "waiter TOKEN EXPIRES"
 // (distinct non-empty tokens), then the CRC-32C (8 hex digits) of the
-// preceding lines; bytes after that are ignored.
+// preceding lines; bytes after that are ignored. The token and holder need
+// not parse (see the package documentation's "Failure behaviour").
 func parseDoc(data []byte) (docRecord, bool) {
 	var r docRecord
 	lines := bytes.SplitAfter(data, []byte("\n"))
@@ -91,8 +92,11 @@ func parseDoc(data []byte) (docRecord, bool) {
 		err = e
 		return u
 	}
-	r.key, r.fence, r.token = quoted(vals["key"]), number(vals["fence"]), quoted(vals["token"])
-	r.holder, r.boot, r.expires = quoted(vals["holder"]), quoted(vals["boot"]), number(vals["expires"])
+	// The token and holder only need to be there: an over-long or
+	// unparseable one is a lease of an unknown token, or an unknown holder.
+	r.token, r.holder = loose(vals["token"]), loose(vals["holder"])
+	r.key, r.fence = quoted(vals["key"]), number(vals["fence"])
+	r.boot, r.expires = quoted(vals["boot"]), number(vals["expires"])
 	if magic == "leasekit-file-lease v2" {
 		r.queueBoot = quoted(vals["queue-boot"])
 		count := number(vals["waiters"])
@@ -131,6 +135,15 @@ func parseDoc(data []byte) (docRecord, bool) {
 		return r, false
 	}
 	return r, true
+}
+
+// loose reads a token or holder field as parseDoc needs it: empty when it is
+// "", and otherwise present, whatever it holds.
+func loose(v string) string {
+	if v == `""` {
+		return ""
+	}
+	return "present"
 }
 
 // withCRC appends the crc32c line for body.

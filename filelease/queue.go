@@ -18,9 +18,9 @@ var _ lease.Queuer = (*Store)(nil)
 // new token beyond it fails with an error matching [ErrQueueFull].
 const MaxWaiters = 1024
 
-// maxQueueTokenLen is the longest token Acquire queues (the lease Client's
+// maxTokenLen is the longest token the store accepts (the lease Client's
 // tokens have 32 characters); it keeps a full queue far below maxFileSize.
-const maxQueueTokenLen = 128
+const maxTokenLen = 128
 
 // ErrQueueFull is matched by the error of a queued Acquire that would add a
 // waiter to a key that already has MaxWaiters live waiters queued. The lease

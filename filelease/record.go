@@ -7,18 +7,23 @@
 package filelease
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"strconv"
 	"strings"
+
+	"github.com/leasekit/lease"
 )
 
 // ErrCorrupt is matched by the error of every operation on a lease file that
-// does not parse or fails its checksum. Such a key is never treated as free:
-// nobody can acquire it until an operator removes the file by hand (which
-// resets its fence; see the package documentation).
+// fails its checksum or whose key, fence, boot, expiry or queue does not
+// parse. Such a key is never treated as free: nobody can acquire it until an
+// operator removes the file by hand (which resets its fence; see the package
+// documentation). An unreadable token or holder alone is not corruption.
 var ErrCorrupt = errors.New("filelease: corrupt lease file")
 
 // The first line of a lease file names its format version. A record without
@@ -30,10 +35,23 @@ const (
 	magicV2 = "leasekit-file-lease v2"
 )
 
-// maxFileSize bounds what is read: a v1 record is well under 4 KiB, a v2
-// record with MaxWaiters waiters of 32-character tokens about 64 KiB;
-// maxQueueTokenLen keeps the worst case well below this bound.
+// maxFileSize bounds the bytes read of a record's lines other than its
+// token and holder: a v1 record is well under 4 KiB, a v2 record with
+// MaxWaiters waiters of maxTokenLen-byte tokens about 150 KiB. The token and
+// holder lines are read whatever their length, keeping at most
+// maxQuotedLen(the field's limit) bytes in memory, so that an over-long one
+// never hides the record's expiry (see unknownToken).
 const maxFileSize = 1 << 20
+
+// unknownToken stands for a token that is over-long (more than maxTokenLen
+// bytes) or does not parse, in a record whose checksum holds. No request can
+// carry it (check refuses tokens over maxTokenLen), so such a lease is held
+// by nobody who can renew or release it, and lapses at its expiry.
+var unknownToken = strings.Repeat("?", maxTokenLen+1)
+
+// maxQuotedLen is the longest Go-quoted form of a string of n bytes
+// (strconv.Quote writes each byte as at most 4: \x00).
+func maxQuotedLen(n int) int { return 4*n + 2 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -91,12 +109,18 @@ func (r record) encode() []byte {
 	return b.Bytes()
 }
 
-// parse decodes a lease file. Bytes after the checksum line are ignored: they
-// are the tail of a longer earlier record, left when a writer died between
-// writing a record and cutting the file to its length.
-func parse(data []byte) (record, error) {
+// parse decodes a lease file from rd. Bytes after the checksum line are not
+// read: they are the tail of a longer earlier record, left when a writer died
+// between writing a record and cutting the file to its length.
+//
+// The lines that say whether the key is held, until when and with which fence
+// (magic, key, fence, boot, expires, the queue) must parse, and the checksum
+// must hold, or the file is corrupt. The token and holder are only compared
+// and shown: an over-long or unparseable one is read as unknownToken or a
+// placeholder holder, so that the lease lapses at its expiry like any other.
+func parse(rd *bufio.Reader) (record, error) {
 	var r record
-	p := parser{data: data}
+	p := parser{rd: rd}
 	line := p.line()
 	if p.err != nil {
 		return r, p.err
@@ -106,55 +130,96 @@ func parse(data []byte) (record, error) {
 	}
 	r.Key = p.quoted("key")
 	r.Fence = p.uint("fence")
-	r.Token = p.quoted("token")
-	r.Holder = p.quoted("holder")
+	token, tokenOK, _ := p.loose("token", maxTokenLen)
+	holder, holderOK, holderLen := p.loose("holder", lease.MaxHolderLen)
 	r.Boot = p.quoted("boot")
 	expires := p.uint("expires")
 	if line == magicV2 {
 		r.QueueBoot = p.quoted("queue-boot")
 		r.Queue = p.waiters()
 	}
-	sumEnd := p.pos
+	want := p.crc
 	sum := p.field("crc32c")
 	if p.err != nil {
 		return record{}, p.err
 	}
-	want, err := strconv.ParseUint(sum, 16, 32)
+	got, err := strconv.ParseUint(sum, 16, 32)
 	if err != nil || len(sum) != 8 {
 		return record{}, corrupt("bad checksum field %q", clip(sum))
 	}
-	if got := crc32.Checksum(data[:sumEnd], castagnoli); uint32(want) != got {
-		return record{}, corrupt("checksum %08x, content has %08x (torn or edited write)", want, got)
+	if uint32(got) != want {
+		return record{}, corrupt("checksum %08x, content has %08x (torn or edited write)", got, want)
 	}
 	if expires > 1<<63-1 {
 		return record{}, corrupt("expiry %d out of range", expires)
 	}
 	r.Expires = int64(expires)
+	r.Token, r.Holder = token, holder
+	if !tokenOK {
+		r.Token = unknownToken
+	}
+	if !holderOK {
+		r.Holder = fmt.Sprintf("(unreadable holder of %d bytes)", holderLen)
+	}
 	if r.Token == "" && (r.Holder != "" || r.Expires != 0) {
 		return record{}, corrupt("holder or expiry without a token")
 	}
 	return r, nil
 }
 
-// parser reads the fixed sequence of lines of a record; the first error sticks.
+// parser reads the fixed sequence of lines of a record and the CRC-32C of
+// the lines read so far; the first error sticks.
 type parser struct {
-	data []byte
-	pos  int
+	rd   *bufio.Reader
+	pos  int64 // bytes read
+	used int   // bytes read of lines counted against maxFileSize
+	crc  uint32
 	err  error
 }
 
+// read reads one line and returns at most keep bytes of it (without the
+// newline) and its full length. Bytes beyond keep are checksummed and
+// dropped.
+func (p *parser) read(keep int) (kept []byte, n int) {
+	if p.err != nil {
+		return nil, 0
+	}
+	for {
+		chunk, err := p.rd.ReadSlice('\n')
+		p.crc = crc32.Update(p.crc, castagnoli, chunk)
+		p.pos += int64(len(chunk))
+		n += len(chunk)
+		if room := keep - len(kept); room > 0 {
+			kept = append(kept, chunk[:min(room, len(chunk))]...)
+		}
+		switch {
+		case err == nil:
+			if len(kept) > n-1 {
+				kept = kept[:n-1]
+			}
+			return kept, n - 1
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			p.err = corrupt("truncated at byte %d", p.pos)
+		default:
+			p.err = err
+		}
+		return nil, 0
+	}
+}
+
+// line reads a line counted against maxFileSize.
 func (p *parser) line() string {
+	kept, n := p.read(maxFileSize - p.used + 1)
+	p.used += n + 1
+	if p.err == nil && p.used > maxFileSize {
+		p.err = corrupt("more than %d bytes besides the token and holder, more than a lease record can have", maxFileSize)
+	}
 	if p.err != nil {
 		return ""
 	}
-	i := bytes.IndexByte(p.data[p.pos:], '\n')
-	if i < 0 {
-		p.err = corrupt("truncated at byte %d of %d", p.pos, len(p.data))
-		return ""
-	}
-	s := string(p.data[p.pos : p.pos+i])
-	p.pos += i + 1
-	return s
+	return string(kept)
 }
 
 func (p *parser) field(name string) string {
@@ -162,12 +227,36 @@ func (p *parser) field(name string) string {
 	if p.err != nil {
 		return ""
 	}
-	v, ok := bytes.CutPrefix([]byte(line), []byte(name+" "))
+	v, ok := strings.CutPrefix(line, name+" ")
 	if !ok {
 		p.err = corrupt("line %q, want field %q", clip(line), name)
 		return ""
 	}
-	return string(v)
+	return v
+}
+
+// loose reads the string field name, which a record may carry over-long or
+// unparseable (see parse): ok is false when its value does not unquote to at
+// most max bytes; n is the length of the line.
+func (p *parser) loose(name string, max int) (s string, ok bool, n int) {
+	prefix := name + " "
+	kept, n := p.read(len(prefix) + maxQuotedLen(max) + 1)
+	if p.err != nil {
+		return "", false, 0
+	}
+	v, found := strings.CutPrefix(string(kept), prefix)
+	if !found {
+		p.err = corrupt("line %q, want field %q", clip(string(kept)), name)
+		return "", false, 0
+	}
+	if len(kept) < n || len(v) == 0 || v[0] != '"' {
+		return "", false, n
+	}
+	s, err := strconv.Unquote(v)
+	if err != nil || len(s) > max {
+		return "", false, n
+	}
+	return s, true, n
 }
 
 func (p *parser) quoted(name string) string {

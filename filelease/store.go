@@ -51,9 +51,14 @@ type Store struct {
 }
 
 // New returns a Store keeping leases in dir, which it creates (with its
-// parents) if missing. dir must be on a local file system: New refuses NFS
-// and SMB/CIFS, where neither flock nor the host's clock and boot id are
-// shared the way the store needs (see the package documentation).
+// parents, mode 0700 unless WithFileMode says otherwise) if missing. New
+// refuses, with an error matching [ErrUnsafeDir], a dir that another user
+// could take over: a symbolic link, a directory owned by another user than
+// the process's (or root), or one its group or everyone can write to (unless
+// WithFileMode shares the lease files as widely). dir must be on a local
+// file system: New refuses NFS and SMB/CIFS, where neither flock nor the
+// host's clock and boot id are shared the way the store needs (see the
+// package documentation).
 func New(dir string, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "empty path"))
@@ -71,11 +76,8 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
 	}
-	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "%s is not a directory", abs))
-	}
-	if err := os.MkdirAll(abs, dirMode(c.mode)); err != nil {
-		return nil, fmt.Errorf("filelease: create directory: %w", err)
+	if err := prepareDir(abs, c.mode); err != nil {
+		return nil, err
 	}
 	if err := checkLocalFS(abs); err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
@@ -152,8 +154,8 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := s.check(ctx, r, true); err != nil {
 		return fail(err)
 	}
-	if r.Queue && len(r.Token) > maxQueueTokenLen {
-		return fail(lease.Invalid("token", "%d bytes, longer than the %d a queued waiter may have", len(r.Token), maxQueueTokenLen))
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return fail(err)
 	}
 	lf, err := lock(s.dir, r.Key, modeCreate, s.mode)
 	if err != nil {
@@ -348,6 +350,9 @@ func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error 
 	}
 	if r.Token == "" {
 		return lease.Invalid("token", "empty")
+	}
+	if len(r.Token) > maxTokenLen {
+		return lease.Invalid("token", "%d bytes, longer than %d", len(r.Token), maxTokenLen)
 	}
 	if needTTL && r.TTL < MinTTL {
 		return lease.Invalid("ttl", "%v is shorter than %v", r.TTL, MinTTL)

@@ -302,6 +302,7 @@ func testInvalidInput(e *env) {
 		{"TTL 1ms", e.key("ttl"), []lease.AcquireOption{lease.WithTTL(time.Millisecond)}},
 		{"renew interval = TTL", e.key("renew"), []lease.AcquireOption{lease.WithTTL(e.ttl), lease.WithRenewInterval(e.ttl)}},
 		{"renew interval > TTL", e.key("renew"), []lease.AcquireOption{lease.WithTTL(e.ttl), lease.WithRenewInterval(2 * e.ttl)}},
+		{"holder over MaxHolderLen", e.key("holder"), []lease.AcquireOption{lease.WithHolder(strings.Repeat("h", lease.MaxHolderLen+1))}},
 	}
 	for _, tc := range cases {
 		if l, err := c.TryAcquire(e.ctx, tc.key, tc.opts...); !errors.Is(err, lease.ErrInvalid) || l != nil {
@@ -320,6 +321,30 @@ func testInvalidInput(e *env) {
 	l := e.tryAcquire(c, longest)
 	if err := l.Release(e.ctx); err != nil {
 		e.t.Errorf("Release of the longest key: %v", err)
+	}
+	storeHolderLimit(e, s)
+}
+
+// storeHolderLimit: the store itself, called without a Client, refuses a
+// holder over lease.MaxHolderLen (a 2 MB one once made a file-store key
+// unusable), leaves the key free, and keeps a holder of exactly that length.
+func storeHolderLimit(e *env, s lease.Store) {
+	key := e.key("store-holder")
+	huge := lease.Request{Key: key, Token: token(), Holder: strings.Repeat("h", 2<<20), TTL: e.ttl}
+	if g, err := s.Acquire(e.ctx, huge); !errors.Is(err, lease.ErrInvalid) {
+		e.t.Errorf("store Acquire with a 2 MB holder: %+v, %v; want ErrInvalid", g, err)
+		_ = s.Release(e.ctx, huge)
+	}
+	if info := e.inspect(s, key); info.Held {
+		e.t.Errorf("after the refused 2 MB holder, Inspect = %+v; want the key free", info)
+	}
+	longest := strings.Repeat("h", lease.MaxHolderLen)
+	r, _ := e.storeAcquire(s, key, longest, e.ttl)
+	if info := e.inspect(s, key); !info.Held || (info.Holder != "" && info.Holder != longest) {
+		e.t.Errorf("holder of %d bytes: Inspect = held %v, holder of %d bytes; want held by it", len(longest), info.Held, len(info.Holder))
+	}
+	if err := s.Release(e.ctx, r); err != nil {
+		e.t.Errorf("Release of the longest holder's lease: %v", err)
 	}
 }
 

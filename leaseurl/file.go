@@ -38,9 +38,21 @@ func openFile(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() er
 	return s, nil, nil
 }
 
-// DefaultFileDir returns the per-user directory of the default file store:
-// $XDG_STATE_HOME/leasekit, else ~/.local/state/leasekit, else the user cache
-// directory's leasekit (os.UserCacheDir), else leasekit in os.TempDir.
+// DefaultFileDir returns the per-user directory of the default file store,
+// the first of:
+//
+//   - $XDG_STATE_HOME/leasekit, else ~/.local/state/leasekit, else
+//     $XDG_CACHE_HOME/leasekit (os.UserCacheDir): the user's own, and kept
+//     across reboots, so fences keep increasing;
+//   - $XDG_RUNTIME_DIR/leasekit, when there is no home directory: the
+//     user's own (the session manager makes it 0700), emptied at logout and
+//     reboot, which restarts fences;
+//   - os.TempDir()/leasekit-<uid>, the last resort: another user could
+//     create that name first, which filelease.New refuses
+//     ([filelease.ErrUnsafeDir]) rather than use.
+//
+// Relative XDG variables are ignored, as the XDG base directory
+// specification says. filelease.New creates the directory 0700.
 func DefaultFileDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "leasekit")
@@ -48,8 +60,11 @@ func DefaultFileDir() string {
 	if h, err := os.UserHomeDir(); err == nil && h != "" {
 		return filepath.Join(h, ".local", "state", "leasekit")
 	}
-	if c, err := os.UserCacheDir(); err == nil && c != "" {
+	if c, err := os.UserCacheDir(); err == nil && filepath.IsAbs(c) {
 		return filepath.Join(c, "leasekit")
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "leasekit")
 	}
 	return filepath.Join(os.TempDir(), "leasekit-"+strconv.Itoa(os.Getuid()))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/leaseurl"
 )
@@ -85,7 +86,13 @@ func TestSchemes(t *testing.T) {
 	}
 }
 
+// TestDefaultFileDir: the default directory's order: the XDG state
+// directory or the home directory (kept across reboots), then
+// $XDG_RUNTIME_DIR (private, without a home), and only then
+// /tmp/leasekit-<uid>, which another user could create first: the file
+// store then refuses it instead of using it.
 func TestDefaultFileDir(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/4242")
 	t.Setenv("XDG_STATE_HOME", "/tmp/state-test")
 	if got := leaseurl.DefaultFileDir(); got != "/tmp/state-test/leasekit" {
 		t.Errorf("with XDG_STATE_HOME: %q", got)
@@ -93,10 +100,40 @@ func TestDefaultFileDir(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("HOME", "/home/someone")
 	if got := leaseurl.DefaultFileDir(); got != "/home/someone/.local/state/leasekit" {
-		t.Errorf("with HOME: %q", got)
+		t.Errorf("with HOME and XDG_RUNTIME_DIR: %q, want the home directory's", got)
 	}
 	if got := leaseurl.DefaultURL(); got != "file:///home/someone/.local/state/leasekit" {
 		t.Errorf("DefaultURL() = %q", got)
+	}
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	if got := leaseurl.DefaultFileDir(); got != "/run/user/4242/leasekit" {
+		t.Errorf("without HOME, with XDG_RUNTIME_DIR: %q, want /run/user/4242/leasekit", got)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	want := filepath.Join(tmp, fmt.Sprintf("leasekit-%d", os.Getuid()))
+	for _, runtime := range []string{"", "relative/run"} {
+		t.Setenv("XDG_RUNTIME_DIR", runtime)
+		if got := leaseurl.DefaultFileDir(); got != want {
+			t.Errorf("without HOME, XDG_RUNTIME_DIR=%q: %q, want %q", runtime, got, want)
+		}
+	}
+	// The last resort, created by someone else for everyone to write to, is
+	// refused rather than used.
+	if err := os.Mkdir(want, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(want, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s, err := leaseurl.Open(ctx, "file://"); !errors.Is(err, filelease.ErrUnsafeDir) {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Errorf("Open(file://) on a world-writable %s: %v; want filelease.ErrUnsafeDir", want, err)
 	}
 }
 

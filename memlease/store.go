@@ -99,6 +99,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := s.st.validate(r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, err
+	}
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -235,6 +235,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+	}
 	var (
 		g   lease.Grant
 		err error

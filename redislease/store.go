@@ -101,6 +101,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := validate(r, true); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	}
 	queue, listens := "0", ""
 	if r.Queue {
 		queue = "1"

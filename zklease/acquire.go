@@ -42,6 +42,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if err := s.check(ctx, r, true); err != nil {
 		return lease.Grant{}, err
 	}
+	if err := lease.CheckHolder(r.Holder); err != nil {
+		return lease.Grant{}, err
+	}
 	called := time.Now()
 	lost := s.lostChan()
 	parent := s.parent(r.Key)

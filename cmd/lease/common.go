@@ -43,7 +43,7 @@ type common struct {
 }
 
 func (c *common) register(fs *flagSet) {
-	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store)")
+	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store "+leaseurl.DefaultURL()+")")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 }

@@ -9,7 +9,10 @@
 // # Stores
 //
 // --store URL, else $LEASE_STORE, else the per-user file store
-// (file://$XDG_STATE_HOME/leasekit, or ~/.local/state/leasekit). URLs:
+// ($XDG_STATE_HOME/leasekit, else ~/.local/state/leasekit, else
+// $XDG_CACHE_HOME/leasekit, else $XDG_RUNTIME_DIR/leasekit, else
+// /tmp/leasekit-UID; usage and --help print the one in effect; a directory
+// other users can write to is refused, see filelease.ErrUnsafeDir). URLs:
 // file:///dir, mem://name, redis://[user:pass@]host:port[/db][?prefix=p],
 // rediss:// (TLS), postgres://...[?mode=advisory&namespace=ns&table=t],
 // etcd://host:port,host:port[/prefix/] (etcds:// for TLS),

@@ -85,3 +85,20 @@ func TestFlagValues(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageStatesDefaultStore: the usage text and --store's help name the
+// default store actually in effect (here $XDG_RUNTIME_DIR's, without a home
+// directory), not a fixed $XDG_STATE_HOME one.
+func TestUsageStatesDefaultStore(t *testing.T) {
+	for _, v := range []string{"HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/4242")
+	const want = "file:///run/user/4242/leasekit"
+	for _, args := range [][]string{{"help"}, {"run", "-h"}, {"status", "-h"}} {
+		r := lease(t, args...)
+		if text := r.stdout + r.stderr; !strings.Contains(text, want) {
+			t.Errorf("lease %s does not state the default store %s:\n%s", strings.Join(args, " "), want, text)
+		}
+	}
+}

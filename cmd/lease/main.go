@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/leasekit/lease/leaseurl"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -62,9 +64,12 @@ Usage:
   lease version                        print the version
   lease help COMMAND                   flags of COMMAND
 
-The store is --store URL, else $LEASE_STORE, else a per-user directory
-(file://`+"$XDG_STATE_HOME/leasekit"+`). URLs: file:///dir, redis://, rediss://,
-postgres://, etcd://, zk://, mem://.
+The store is --store URL, else $LEASE_STORE, else the per-user file store,
+here `+leaseurl.DefaultURL()+`
+(the first of $XDG_STATE_HOME/leasekit, ~/.local/state/leasekit,
+$XDG_CACHE_HOME/leasekit, $XDG_RUNTIME_DIR/leasekit, /tmp/leasekit-UID;
+a directory other users can write to is refused).
+URLs: file:///dir, redis://, rediss://, postgres://, etcd://, zk://, mem://.
 
 Exit codes of lease run: the command's own code; 75 lease not acquired;
 76 lease lost while the command ran; 64 usage; 69 store unavailable;
