@@ -28,13 +28,14 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 	}
 	defer rows.Close()
 	var (
-		ok, live         bool
-		fence, us, ahead int64
-		holder           string
+		ok, live                 bool
+		fence, us, ahead, queued int64
+		holder                   string
 	)
 	if rows.Next() {
-		// nil: the last column counts wk's rows, read only so that it runs.
-		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, nil); err != nil {
+		// nil: the column counts wk's rows, read only so that it runs;
+		// queued counts enq's.
+		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, nil, &queued); err != nil {
 			return lease.Grant{}, err
 		}
 	}
@@ -45,6 +46,9 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 	if ok {
 		s.waiters.Granted(r)
 		return lease.Grant{Fence: uint64(fence)}, nil
+	}
+	if r.Queue && queued == 0 {
+		return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 	}
 	s.waiters.Refused(r, sent)
 	// Not taken: free but reserved for the waiters ahead, or held. Held
