@@ -40,3 +40,7 @@ func WithLimits(l lease.Limits) Option {
 func WithMaxWaiters(n int) Option {
 	return func(cfg *config) { cfg.maxWaiters = n }
 }
+
+// MaxWaiters returns the cap of each key's queue of waiters (WithMaxWaiters),
+// shared by every handle of the Store.
+func (s *Store) MaxWaiters() int { return s.st.maxWaiters }
