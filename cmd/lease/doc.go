@@ -65,7 +65,8 @@
 //	64       usage: bad flag, bad or unknown store URL   same             same
 //	69       the store could not be opened or reached    same             same
 //	70       internal error (e.g. --metrics-addr in use)
-//	75       the lease could not be acquired (--no-wait, --timeout)
+//	75       the lease could not be acquired (--no-wait, --timeout, or the key's
+//	         queue of waiters is full: the store URL's max_waiters, default 1024)
 //	76       the lease was not held for the whole run, whatever CMD returned:
 //	         lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),
 //	         or found gone by the release (expired, or taken by another holder)
