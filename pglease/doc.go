@@ -123,6 +123,12 @@
 //
 // # FIFO queue of waiters (both modes)
 //
+// A key's queue holds about [WithMaxWaiters] live waiters (default
+// lease.DefaultMaxWaiters); a new token beyond it gets a
+// *lease.QueueFullError. The cap is approximate: the acquire statement counts
+// the queue in its own snapshot, so newcomers whose statements run at the
+// same moment may each see room and pass it by as many of them.
+//
 // The store implements lease.Queuer: a freed key goes to the waiter that has
 // waited longest, not to whoever asks first (the releaser, typically). A
 // waiting lease.Client acquires with Request.Queue; when the key cannot be
