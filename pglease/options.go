@@ -70,9 +70,10 @@ func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
 // WithMaxWaiters caps each key's queue of waiters at n (default
 // [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
 // when the queue holds n live waiters, queues nothing and fails with a
-// *[lease.QueueFullError]. The count comes from the statement's snapshot,
-// so the cap is approximate: waiters that join at the same instant may
-// each see room, and the queue may then pass n by as many of them. New
+// *[lease.QueueFullError]. The cap is exact: a queued attempt takes a
+// transaction-level advisory lock of its key (pg_advisory_xact_lock, the
+// one-bigint form, keyed by a hash of table, namespace and key) in the same
+// round trip, before the statement that counts the queue. New
 // refuses n outside 1..[lease.MaxMaxWaiters] with an error matching
 // [lease.ErrInvalid].
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }

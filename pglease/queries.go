@@ -73,9 +73,9 @@ ah AS (
 // enqueue queues token $TOK for $TTL µs, or refreshes its entry in place
 // (an expired entry goes to the back), when COND holds; $HOLD and $GTTL are
 // its holder and the TTL of a hand-off to it (NULL: none). A token not in
-// the live queue q is not queued when q holds $MAXW entries already (q is
-// the statement's snapshot: waiters joining at the same time may each see
-// room, so the cap is approximate); enq is then empty.
+// the live queue q is not queued when q holds $MAXW entries already; enq
+// is then empty. (Queued attempts hold the key's queue lock, queuecap.go,
+// so q counts every entry queued before.)
 const enqueue = `enq AS (
 	INSERT INTO Q AS e (ns, key, token, expires_at, holder, grant_ttl)
 	SELECT $NS, $KEY, $TOK, clock_timestamp() + $TTL::float8 * interval '1 microsecond', $HOLD, $GTTL WHERE COND

@@ -6,6 +6,7 @@ package pglease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +23,7 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		handTTL = &us
 	}
 	sent := time.Now()
-	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
+	rows, done, err := s.queryQueued(ctx, s.pool, r, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
 	if err != nil {
 		return lease.Grant{}, err
 	}
@@ -40,7 +41,7 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := errors.Join(rows.Err(), done()); err != nil {
 		return lease.Grant{}, err
 	}
 	if ok {

@@ -77,7 +77,8 @@ func WithAuth(scheme string, auth []byte) Option {
 // numbers fix a node's place when it is created and the nodes ahead only
 // ever leave, so the entries kept never exceed n (n+1 while the key is free
 // and reserved for the first waiter); while a node beyond the cap is being
-// deleted, a concurrent newcomer may be refused although room is left.
+// deleted, or while a concurrent unqueued Acquire's brief node exists, a
+// newcomer may be refused although room is left.
 // New and Dial refuse n outside 1..[lease.MaxMaxWaiters] with an error
 // matching [lease.ErrInvalid]. Stores that share a root should use the same
 // cap.
