@@ -13,8 +13,9 @@
 // file:///dir, mem://name, redis://[user:pass@]host:port[/db][?prefix=p],
 // rediss:// (TLS), postgres://...[?mode=advisory&namespace=ns&table=t],
 // etcd://host:port,host:port[/prefix/] (etcds:// for TLS),
-// zk://host:port,host:port[/chroot][?session_timeout=10s]. See package
-// leaseurl. Passwords are never printed: every message, log line and status
+// zk://host:port,host:port[/chroot][?session_timeout=10s]. Every URL takes
+// max_waiters=N, the cap of each key's queue of waiters (default 1024). See
+// package leaseurl. Passwords are never printed: every message, log line and status
 // output shows them as "xxxxx".
 //
 // # Flags

@@ -64,9 +64,11 @@ Usage:
 
 The store is --store URL, else $LEASE_STORE, else a per-user directory
 (file://`+"$XDG_STATE_HOME/leasekit"+`). URLs: file:///dir, redis://, rediss://,
-postgres://, etcd://, zk://, mem://.
+postgres://, etcd://, zk://, mem://; any URL takes ?max_waiters=N, the cap
+of each key's queue of waiters (default 1024).
 
-Exit codes of lease run: the command's own code; 75 lease not acquired;
+Exit codes of lease run: the command's own code; 75 lease not acquired
+(held with --no-wait, --timeout passed, or the key's queue of waiters full);
 76 lease lost while the command ran; 64 usage; 69 store unavailable;
 70 internal error; 126/127 command not executable/not found.
 `)
