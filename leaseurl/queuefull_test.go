@@ -16,9 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/leaseurl"
+	"github.com/leasekit/lease/pglease"
+	"github.com/leasekit/lease/redislease"
 	"github.com/leasekit/lease/zklease"
 )
 
@@ -309,6 +315,25 @@ func TestMaxWaitersInvalid(t *testing.T) {
 	}
 	if _, err := leaseurl.Open(ctx, "file://"+t.TempDir()+"?max_waiters=1025"); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("file store with max_waiters=1025 (above filelease.MaxWaiters): %v, want ErrInvalid", err)
+	}
+	// The stores' own constructors refuse them too.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	pool, err := pgxpool.New(ctx, "postgres://u@127.0.0.1:1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, n := range []int{0, -1, lease.MaxMaxWaiters + 1} {
+		if _, err := redislease.New(rdb, redislease.WithMaxWaiters(n)); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("redislease.WithMaxWaiters(%d): %v, want ErrInvalid", n, err)
+		}
+		if _, err := pglease.New(pool, pglease.WithMaxWaiters(n)); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("pglease.WithMaxWaiters(%d): %v, want ErrInvalid", n, err)
+		}
+		if _, err := filelease.New(t.TempDir(), filelease.WithMaxWaiters(n)); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("filelease.WithMaxWaiters(%d): %v, want ErrInvalid", n, err)
+		}
 	}
 	a, err := leaseurl.Open(ctx, "mem://maxwaiters-mismatch?max_waiters=3")
 	if err != nil {
