@@ -167,6 +167,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // every renew interval, and leaves the queue when it gives up. WithFIFO(false)
 // turns this off: waiters then race.
 //
+// When the key's queue is full (the store's cap of waiters per key, see
+// Queuer), Acquire returns a *QueueFullError matching ErrQueueFull at once,
+// without waiting: the caller decides whether to try again later.
+//
 // When ctx ends, Acquire returns a *HeldError matching both ErrHeld and
 // ctx's error: the last refusal (who held the key, with which fence), how
 // long it waited (Waited) and ctx's error (Err). If the store refused no
@@ -292,7 +296,7 @@ func (c *Client) wait(ctx context.Context, key string, p params, start time.Time
 			sleep = waitFor(0, p, true)
 		case ctx.Err() != nil:
 			return nil, c.gaveUp(key, last, start, ctx.Err())
-		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrQueueFull):
 			return nil, err
 		default:
 			transient++
@@ -487,8 +491,8 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 			}
 			return nil, err, false
 		}
-		if errors.Is(err, ErrInvalid) {
-			return nil, err, false
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrQueueFull) {
+			return nil, err, false // the store wrote nothing
 		}
 		// The write may have reached the store even though we saw an error
 		// (a timeout, a cancelled ctx).

@@ -24,7 +24,33 @@ var (
 	ErrInvalid = errors.New("lease: invalid input")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("lease: client closed")
+	// ErrQueueFull: the key's queue of waiters (see Queuer) already holds as
+	// many live waiters as the store allows, so a new waiter was not queued.
+	// Acquire returns it at once, without waiting: it is not transient in
+	// the sense of a network error, and waiting outside the queue would
+	// bypass the limit. The error is a *QueueFullError.
+	ErrQueueFull = errors.New("lease: queue of waiters full")
 )
+
+// QueueFullError is returned when a waiter cannot join a key's queue because
+// the store's limit of waiters per key is reached. It matches ErrQueueFull.
+type QueueFullError struct {
+	// Key is the lease name.
+	Key string
+	// Max is the store's limit of live waiters per key (0 when the store
+	// cannot tell).
+	Max int
+}
+
+func (e *QueueFullError) Error() string {
+	if e.Max > 0 {
+		return fmt.Sprintf("lease: key %q: queue of waiters full (at most %d); try again later", e.Key, e.Max)
+	}
+	return fmt.Sprintf("lease: key %q: queue of waiters full; try again later", e.Key)
+}
+
+// Is reports whether target is ErrQueueFull.
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 
 // HeldError is returned when a key is held, by someone else or by the Client
 // that asked. It matches ErrHeld.

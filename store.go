@@ -91,6 +91,8 @@ type Info struct {
 //   - Renew and Release with a token that no longer holds the key (expired,
 //     taken over, never held) return an error that matches [ErrNotHeld].
 //   - Input the backend cannot accept returns an error matching [ErrInvalid].
+//   - A queued Acquire that would add a waiter to a full queue returns an
+//     error matching [ErrQueueFull] (see [Queuer]).
 //   - Any other error is treated as transient (the Client may retry).
 //
 // Acquire with the token that already holds the key succeeds again with the
@@ -191,13 +193,35 @@ type Pusher interface {
 //     a waiter that died delays the others by at most one TTL;
 //   - removes the token from the queue when it acquires, and on Release of
 //     that token (which then returns ErrNotHeld if the token held nothing),
-//     announcing the key to a Notifier's subscribers if the key is free.
+//     announcing the key to a Notifier's subscribers if the key is free;
+//   - caps a key's queue (by default at [DefaultMaxWaiters] live waiters):
+//     a queued Acquire of a token not yet queued, when the cap is reached,
+//     queues nothing and returns a *[QueueFullError]. A token already queued
+//     is never refused for that: it keeps its place.
 //
 // HeldError.Queued tells how many live waiters were queued ahead.
 type Queuer interface {
 	// QueuesWaiters reports whether the store keeps the queue; a wrapper
 	// returns false when the store it wraps does not.
 	QueuesWaiters() bool
+}
+
+// DefaultMaxWaiters is the default cap of a [Queuer] store's queue of live
+// waiters per key. Each waiter costs its client memory (about 10 KiB) and
+// the store a queue entry; the cap bounds both.
+const DefaultMaxWaiters = 1024
+
+// MaxMaxWaiters is the largest cap of waiters per key a store accepts.
+const MaxMaxWaiters = 1 << 20
+
+// CheckMaxWaiters returns an error matching [ErrInvalid] unless n is a
+// valid cap of waiters per key: 1 to [MaxMaxWaiters]. Stores check their
+// WithMaxWaiters option with it.
+func CheckMaxWaiters(n int) error {
+	if n < 1 || n > MaxMaxWaiters {
+		return Invalid("max waiters", "%d is not between 1 and %d", n, MaxMaxWaiters)
+	}
+	return nil
 }
 
 // Limits describe what a backend can honour; see [Limiter].

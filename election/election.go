@@ -125,6 +125,8 @@ func (e *Election) Lease() *lease.Lease {
 // Client is closed, promptly, even while waiting. Candidates of one election
 // on the same Client are one holder: while another of them leads, Campaign
 // returns at once with an error matching lease.ErrHeld (HeldError.Self).
+// When the store's queue of waiters for the key is full (its max_waiters),
+// Campaign returns at once with an error matching lease.ErrQueueFull.
 func (e *Election) Campaign(ctx context.Context) (*lease.Lease, error) {
 	select {
 	case e.campaigning <- struct{}{}:
@@ -185,7 +187,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // after fn returns, until ctx ends; it then returns ctx's error. It returns
 // early only with an error Campaign cannot retry (the Client closed: a match
 // for lease.ErrClosed; invalid options: lease.ErrInvalid; another candidate
-// on the same Client leads: lease.ErrHeld).
+// on the same Client leads: lease.ErrHeld; the store's queue of waiters for
+// the election's key is full: lease.ErrQueueFull).
 //
 // fn's leaderCtx is cancelled when leadership is lost (context.Cause tells
 // why: an error matching lease.ErrLost) or ctx ends; fn must then stop

@@ -105,6 +105,11 @@
 // token's entry in the same transaction as the key (a waiter that gives up
 // gets lease.ErrNotHeld, having held nothing). Inspect ignores the queue.
 //
+// A key's queue keeps at most [WithMaxWaiters] entries (default
+// lease.DefaultMaxWaiters): the transaction that puts a new entry counts the
+// queue before it, and an entry with that many before it is deleted at once
+// and its waiter gets a *lease.QueueFullError.
+//
 // # Hand-off
 //
 // A Release whose store has an open subscription (a Client subscribes once

@@ -6,7 +6,8 @@ package etcdlease
 const DefaultPrefix = "/leasekit/"
 
 type config struct {
-	prefix string
+	prefix     string
+	maxWaiters int
 }
 
 // Option configures a Store.
@@ -21,4 +22,17 @@ type Option func(*config)
 // ignore it.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
+}
+
+// WithMaxWaiters caps each key's queue of waiters at n (default
+// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
+// when n entries are queued before it, queues nothing and fails with a
+// *[lease.QueueFullError]. The queue is counted in the transaction that
+// writes the new entry; an entry beyond the cap is deleted at once (one more
+// round trip), so the entries kept never exceed n, and while one is being
+// deleted a concurrent newcomer may be refused although room is left. New
+// refuses n outside 1..[lease.MaxMaxWaiters] with an error matching
+// [lease.ErrInvalid]. Stores that share a prefix should use the same cap.
+func WithMaxWaiters(n int) Option {
+	return func(c *config) { c.maxWaiters = n }
 }

@@ -152,18 +152,45 @@ func (s *Store) enqueue(ctx context.Context, r lease.Request, own *mvccpb.KeyVal
 	if err != nil {
 		return err
 	}
-	// A plain put: if the entry appeared since the read (a concurrent call
-	// with the same token), it keeps its create revision, i.e. its place.
-	resp, err := s.cli.Put(ctx, ek, r.Holder, clientv3.WithLease(id), clientv3.WithPrevKV())
+	// A put that counts the queue before it, atomically: if the entry
+	// appeared since the read (a concurrent call with the same token), it
+	// keeps its create revision, i.e. its place.
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.queuePrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpPut(ek, r.Holder, clientv3.WithLease(id), clientv3.WithPrevKV())).Commit()
 	if err != nil {
 		return fmt.Errorf("queueing: %w", err)
 	}
+	if len(resp.Responses) < 2 || resp.Responses[1].GetResponsePut() == nil {
+		return errors.New("queueing: malformed transaction response")
+	}
+	prev := resp.Responses[1].GetResponsePut().PrevKv
 	rev := resp.Header.Revision
-	if resp.PrevKv != nil {
-		rev = resp.PrevKv.CreateRevision
+	if prev != nil {
+		rev = prev.CreateRevision
+	} else if n := resp.Responses[0].GetResponseRange().GetCount(); n >= int64(s.maxWaiters) {
+		return s.overCap(ctx, r, rev, spare{id: id, secs: secs, sent: sent})
 	}
 	s.remember(ek, queued{rev: rev, id: id, secs: secs, sent: sent, expires: sent.Add(time.Duration(secs) * time.Second)})
 	return nil
+}
+
+// overCap undoes the entry of r.Token put at revision rev, on etcd lease
+// sp, behind MaxWaiters or more entries: it deletes the entry if it is still
+// that one, keeps sp as a spare, and returns a *lease.QueueFullError. Entries
+// are counted atomically with their put and entries ahead only ever leave,
+// so the entries kept never exceed the cap; one put beyond it stays until
+// this delete (or, if the store dies first, its etcd lease's TTL).
+func (s *Store) overCap(ctx context.Context, r lease.Request, rev int64, sp spare) error {
+	ek := s.entryKey(r.Key, r.Token)
+	s.forget(ek)
+	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(ek), "=", rev)).
+		Then(clientv3.OpDelete(ek)).Commit()
+	if err != nil {
+		return fmt.Errorf("removing an entry beyond the cap of %d waiters: %w", s.maxWaiters, err)
+	}
+	s.addSpare(sp)
+	return &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 }
 
 // fresh reports whether an etcd lease of secs seconds refreshed at sent

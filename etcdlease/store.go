@@ -37,6 +37,8 @@ type Store struct {
 	cli    *clientv3.Client
 	prefix string
 
+	maxWaiters int // WithMaxWaiters: the cap of each key's queue
+
 	mu      sync.Mutex
 	leases  map[int64]*etcdLease    // the live etcd lease of each TTL (seconds)
 	busy    map[int64]chan struct{} // TTLs whose lease is being granted or refreshed
@@ -64,7 +66,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	if cli == nil {
 		return nil, lease.Invalid("etcd client", "nil")
 	}
-	cfg := config{prefix: DefaultPrefix}
+	cfg := config{prefix: DefaultPrefix, maxWaiters: lease.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o == nil {
 			return nil, lease.Invalid("option", "nil option")
@@ -76,6 +78,9 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		return nil, lease.Invalid("prefix", "empty: the store would watch the whole keyspace")
 	case strings.IndexByte(cfg.prefix, 0) >= 0:
 		return nil, lease.Invalid("prefix", "contains a NUL byte (reserved for the queues of waiters)")
+	}
+	if err := lease.CheckMaxWaiters(cfg.maxWaiters); err != nil {
+		return nil, err
 	}
 	return &Store{
 		cli:     cli,
@@ -89,6 +94,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		handed:  make(map[string]handed),
 		spares:  make(map[int64][]spare),
 		carried: make(map[string]spare),
+
+		maxWaiters: cfg.maxWaiters,
 	}, nil
 }
 
@@ -252,6 +259,11 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 			queuedNow = resp.Header.Revision
 			if own != nil {
 				queuedNow = own.CreateRevision // a put keeps an entry's place
+			} else if ahead >= s.maxWaiters {
+				// The queue, read before the put in the same transaction,
+				// was full.
+				withSpare = false
+				return lease.Grant{}, fmt.Errorf("etcdlease: acquire %q: %w", r.Key, s.overCap(ctx, r, queuedNow, sp))
 			}
 			s.remember(ek, queued{rev: queuedNow, id: sp.id, secs: secs, sent: sp.sent, expires: sp.sent.Add(time.Duration(secs) * time.Second)})
 			withSpare, queuedBefore = false, true

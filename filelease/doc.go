@@ -126,8 +126,9 @@
 // Entries expire on the lease's clock: CLOCK_MONOTONIC of the boot named by
 // queue-boot; under another boot every entry has expired. A waiter that dies
 // therefore delays the others by at most its TTL. A key holds at most
-// [MaxWaiters] live waiters: queueing one more fails with an error matching
-// [ErrQueueFull] (the lease Client retries it as a transient error). Tokens
+// [MaxWaiters] live waiters, or fewer with [WithMaxWaiters]: queueing one
+// more fails with a *lease.QueueFullError (matching [lease.ErrQueueFull]),
+// which the lease Client returns from Acquire at once. Tokens
 // are at most 128 bytes (the Client's have 32). An emptied queue
 // leaves nothing behind: the file is v1 again.
 //

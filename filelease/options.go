@@ -12,7 +12,8 @@ import "os"
 const DefaultFileMode os.FileMode = 0o600
 
 type config struct {
-	mode os.FileMode
+	mode       os.FileMode
+	maxWaiters int
 }
 
 // Option configures a Store made by [New].
@@ -30,4 +31,13 @@ func WithFileMode(mode os.FileMode) Option {
 // dirMode adds search permission wherever read permission is set.
 func dirMode(m os.FileMode) os.FileMode {
 	return m | (m&0o444)>>2
+}
+
+// WithMaxWaiters caps each key's queue at n live waiters (default and most:
+// [MaxWaiters]); a queued Acquire of a new token beyond it fails with a
+// *[lease.QueueFullError]. The cap is exact: the queue is changed under the
+// file's lock. New refuses n outside 1..MaxWaiters with an error matching
+// [lease.ErrInvalid].
+func WithMaxWaiters(n int) Option {
+	return func(c *config) { c.maxWaiters = n }
 }

@@ -6,26 +6,25 @@
 package filelease
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/leasekit/lease"
 )
 
 var _ lease.Queuer = (*Store)(nil)
 
-// MaxWaiters is the most waiters a key's queue holds. A queued Acquire of a
-// new token beyond it fails with an error matching [ErrQueueFull].
-const MaxWaiters = 1024
+// MaxWaiters is the most waiters a key's queue holds, and the default of
+// [WithMaxWaiters]: a lease file with that many waiters stays well below the
+// size the store reads. A queued Acquire of a new token beyond the cap fails
+// with a *[lease.QueueFullError].
+const MaxWaiters = lease.DefaultMaxWaiters
 
 // maxTokenLen is the longest token the store accepts (the lease Client's
 // tokens have 32 characters); it keeps a full queue far below maxFileSize.
 const maxTokenLen = 128
 
-// ErrQueueFull is matched by the error of a queued Acquire that would add a
-// waiter to a key that already has MaxWaiters live waiters queued. The lease
-// Client treats it as transient and tries again later.
-var ErrQueueFull = errors.New("filelease: queue of waiters full")
+// ErrQueueFull is [lease.ErrQueueFull], kept under its old name: the error of
+// a queued Acquire that would add a waiter to a full queue matches it.
+// Acquire returns it at once.
+var ErrQueueFull = lease.ErrQueueFull
 
 // QueuesWaiters reports true: the store hands a freed key to its waiters in
 // arrival order (see [lease.Queuer]).
@@ -68,14 +67,15 @@ func ahead(q []waiter, token string) int {
 }
 
 // enqueue returns q with token queued last until expires, or with its entry
-// refreshed in place if it is queued already.
-func enqueue(q []waiter, token string, expires int64) ([]waiter, error) {
+// refreshed in place if it is queued already. A new token is refused with a
+// *lease.QueueFullError when q (live waiters only) holds max already.
+func enqueue(q []waiter, key, token string, expires int64, max int) ([]waiter, error) {
 	if i := ahead(q, token); i < len(q) {
 		q[i].Expires = expires
 		return q, nil
 	}
-	if len(q) >= MaxWaiters {
-		return q, fmt.Errorf("%w: %d live waiters queued, at most %d", ErrQueueFull, len(q), MaxWaiters)
+	if len(q) >= max {
+		return q, &lease.QueueFullError{Key: key, Max: max}
 	}
 	return append(q, waiter{Token: token, Expires: expires}), nil
 }

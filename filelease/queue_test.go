@@ -340,3 +340,31 @@ func TestCorruptQueue(t *testing.T) {
 		t.Fatalf("restored v2 file: C has %d ahead, want 1", he.Queued)
 	}
 }
+
+// TestMaxWaitersInvalid: New refuses a cap of waiters outside 1..MaxWaiters,
+// and WithMaxWaiters(2) refuses a third waiter with a *QueueFullError.
+func TestMaxWaitersInvalid(t *testing.T) {
+	for _, n := range []int{0, -1, filelease.MaxWaiters + 1} {
+		if _, err := filelease.New(t.TempDir(), filelease.WithMaxWaiters(n)); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("WithMaxWaiters(%d): %v, want ErrInvalid", n, err)
+		}
+	}
+	s, err := filelease.New(t.TempDir(), filelease.WithMaxWaiters(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := "cap-" + randHex(4)
+	mustAcquire(t, s, req(key, "A", time.Hour))
+	queueAcquire(t, s, req(key, "w0", time.Hour))
+	w1 := req(key, "w1", time.Hour)
+	queueAcquire(t, s, w1)
+	over := req(key, "w2", time.Hour)
+	over.Queue = true
+	_, err = s.Acquire(testCtx(t, 10*time.Second), over)
+	var qf *lease.QueueFullError
+	if !errors.As(err, &qf) || qf.Max != 2 || !errors.Is(err, lease.ErrQueueFull) {
+		t.Fatalf("third waiter: %v, want a *QueueFullError with Max 2", err)
+	}
+	queueAcquire(t, s, w1) // a queued waiter that re-asks keeps its place
+}

@@ -41,9 +41,10 @@ var (
 // the leases. A Store is safe for concurrent use; it runs no goroutines and
 // keeps no file open between operations.
 type Store struct {
-	dir  string
-	mode os.FileMode
-	boot string
+	dir        string
+	mode       os.FileMode
+	boot       string
+	maxWaiters int // WithMaxWaiters
 
 	closed atomic.Bool
 	mu     sync.Mutex
@@ -63,7 +64,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "empty path"))
 	}
-	c := config{mode: DefaultFileMode}
+	c := config{mode: DefaultFileMode, maxWaiters: MaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -71,6 +72,9 @@ func New(dir string, opts ...Option) (*Store, error) {
 	}
 	if c.mode&0o600 != 0o600 {
 		return nil, fmt.Errorf("filelease: %w", lease.Invalid("file mode", "%v lacks owner read and write", c.mode))
+	}
+	if c.maxWaiters < 1 || c.maxWaiters > MaxWaiters {
+		return nil, fmt.Errorf("filelease: %w", lease.Invalid("max waiters", "%d is not between 1 and %d", c.maxWaiters, MaxWaiters))
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -89,7 +93,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if _, err := monotonicNow(); err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
 	}
-	return &Store{dir: abs, mode: c.mode, boot: boot}, nil
+	return &Store{dir: abs, mode: c.mode, boot: boot, maxWaiters: c.maxWaiters}, nil
 }
 
 // networkFS are the file systems whose type New refuses, by statfs magic.
@@ -187,7 +191,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
 		}
 		if r.Queue {
-			if q, err = enqueue(q, r.Token, expires); err != nil {
+			if q, err = enqueue(q, r.Key, r.Token, expires, s.maxWaiters); err != nil {
 				return fail(err)
 			}
 		}

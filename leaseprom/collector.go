@@ -98,7 +98,7 @@ func New(opts ...Option) *Collector {
 		keyLabel: cfg.keyLabel,
 		acquired: counter("lease_acquired_total", "Leases acquired."),
 		acqFailed: counter("lease_acquire_failed_total",
-			"Acquisitions that failed, by reason (held, timeout, canceled, closed, error).", "reason"),
+			"Acquisitions that failed, by reason (held, timeout, canceled, closed, queue_full, error).", "reason"),
 		released: counter("lease_released_total", "Leases released by their holder."),
 		lost:     counter("lease_lost_total", "Leases lost while held, by reason (deadline, not_held, session).", "reason"),
 		renewals: counter("lease_renewals_total", "Successful heartbeat renewals."),
@@ -177,7 +177,7 @@ func (c *Collector) Observe(e lease.Event) {
 }
 
 // failReasons are the reason labels of lease_acquire_failed_total.
-var failReasons = []string{"held", "timeout", "canceled", "closed", "error"}
+var failReasons = []string{"held", "timeout", "canceled", "closed", "queue_full", "error"}
 
 // failReason is the reason label of a failed acquisition's error. An
 // Acquire that gave up matches both ErrHeld and ctx's error: ctx's wins.
@@ -191,6 +191,8 @@ func failReason(err error) string {
 		return "held"
 	case errors.Is(err, lease.ErrClosed):
 		return "closed"
+	case errors.Is(err, lease.ErrQueueFull):
+		return "queue_full"
 	}
 	return "error"
 }

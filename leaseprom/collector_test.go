@@ -3,6 +3,7 @@ package leaseprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -273,6 +274,17 @@ func TestCollectorCountsFailedAcquisitions(t *testing.T) {
 	if _, err := client.Acquire(tctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with a timeout = %v", err)
 	}
+	// Fill k's queue (one waiter with the default cap of mem's would take
+	// 1024): the next queued Acquire is refused at once.
+	for i := range lease.DefaultMaxWaiters {
+		r := lease.Request{Key: "k", Token: fmt.Sprint("waiter-", i), TTL: time.Minute, Queue: true}
+		if _, err := mem.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("queueing waiter %d: %v", i, err)
+		}
+	}
+	if _, err := client.Acquire(ctx, "k"); !errors.Is(err, lease.ErrQueueFull) {
+		t.Fatalf("Acquire with a full queue = %v", err)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := client.Acquire(cctx, "k"); !errors.Is(err, context.Canceled) {
@@ -290,12 +302,13 @@ func TestCollectorCountsFailedAcquisitions(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP lease_acquire_failed_total Acquisitions that failed, by reason (held, timeout, canceled, closed, error).
+# HELP lease_acquire_failed_total Acquisitions that failed, by reason (held, timeout, canceled, closed, queue_full, error).
 # TYPE lease_acquire_failed_total counter
 lease_acquire_failed_total{reason="canceled"} 1
 lease_acquire_failed_total{reason="closed"} 1
 lease_acquire_failed_total{reason="error"} 0
 lease_acquire_failed_total{reason="held"} 1
+lease_acquire_failed_total{reason="queue_full"} 1
 lease_acquire_failed_total{reason="timeout"} 1
 `), "lease_acquire_failed_total"); err != nil {
 		t.Error(err)

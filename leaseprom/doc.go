@@ -10,7 +10,8 @@
 //
 //	lease_acquired_total                   counter    leases acquired
 //	lease_acquire_failed_total{reason}     counter    acquisitions that failed; reason is held, timeout,
-//	                                                  canceled, closed or error (invalid input is not counted)
+//	                                                  canceled, closed, queue_full (the key's queue of
+//	                                                  waiters was full) or error (invalid input is not counted)
 //	lease_released_total                   counter    leases released by their holder
 //	lease_lost_total{reason}               counter    leases lost; reason is deadline, not_held or session
 //	lease_renewals_total                   counter    successful heartbeat renewals

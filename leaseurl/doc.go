@@ -28,8 +28,14 @@
 // (default [DefaultReplicaAckTimeout]): redislease.WithReplicaAck, a WAIT for
 // N replicas after every write.
 //
+// Every scheme takes max_waiters=N: the cap of each key's queue of waiters
+// (the store's WithMaxWaiters, default [lease.DefaultMaxWaiters]; 1 to
+// [lease.MaxMaxWaiters], and at most filelease.MaxWaiters for file URLs).
+// A waiter beyond it gets an error matching [lease.ErrQueueFull] at once.
+//
 // The options after '?' that belong to leasekit (prefix, mode, table,
-// namespace, migrate, session_timeout, replica_ack, replica_ack_timeout) are removed before the rest of the URL is handed to the
+// namespace, migrate, session_timeout, replica_ack, replica_ack_timeout,
+// max_waiters) are removed before the rest of the URL is handed to the
 // backend's own parser, so backend options (redis dial_timeout, postgres
 // sslmode, ...) keep working.
 //

@@ -33,9 +33,14 @@ func openEtcd(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() 
 		return nil, nil, lease.Invalid("store", "etcd URL has no host:port")
 	}
 	if u.RawQuery != "" {
-		return nil, nil, lease.Invalid("store", "etcd URLs take no options besides prefix")
+		return nil, nil, lease.Invalid("store", "etcd URLs take no options besides prefix and max_waiters")
 	}
 	var opts []etcdlease.Option
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, etcdlease.WithMaxWaiters(n))
+	}
 	prefix := u.Path
 	if p, ok := o.Take("prefix"); ok {
 		prefix = p

@@ -17,12 +17,12 @@ func init() { Register("file", openFile) }
 
 // openFile opens file:///abs/dir (or file:relative/dir); an empty path means
 // DefaultFileDir. filelease creates the directory if it is missing.
-func openFile(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() error, error) {
+func openFile(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, nil, lease.Invalid("store", "file URL with host %q: write file:///absolute/dir or file:relative/dir", u.Host)
 	}
 	if u.RawQuery != "" {
-		return nil, nil, lease.Invalid("store", "file URLs take no options")
+		return nil, nil, lease.Invalid("store", "file URLs take no options besides max_waiters")
 	}
 	dir := u.Path
 	if u.Opaque != "" {
@@ -31,7 +31,13 @@ func openFile(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() er
 	if dir == "" {
 		dir = DefaultFileDir()
 	}
-	s, err := filelease.New(filepath.FromSlash(dir))
+	var opts []filelease.Option
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, filelease.WithMaxWaiters(n))
+	}
+	s, err := filelease.New(filepath.FromSlash(dir), opts...)
 	if err != nil {
 		return nil, nil, err
 	}

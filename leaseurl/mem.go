@@ -23,7 +23,14 @@ var (
 // Every Open of the same name shares keys, as separate processes share a
 // backend; the handle's Close leaves the others open. Leases in memory are
 // not visible to other processes: mem:// is for tests and examples.
-func openMem(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() error, error) {
+//
+// max_waiters sets the cap of each key's queue when the first Open of a name
+// creates its store; a later Open of that name with another value fails.
+func openMem(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+	maxw, setMax, err := o.maxWaiters()
+	if err != nil {
+		return nil, nil, err
+	}
 	name := u.Host + u.Path
 	if u.Opaque != "" {
 		name = u.Opaque
@@ -35,8 +42,13 @@ func openMem(_ context.Context, u *url.URL, _ *Options) (lease.Store, func() err
 	defer memMu.Unlock()
 	root, ok := memStores[name]
 	if !ok {
-		root = memlease.New()
+		if !setMax {
+			maxw = lease.DefaultMaxWaiters
+		}
+		root = memlease.New(memlease.WithMaxWaiters(maxw))
 		memStores[name] = root
+	} else if setMax && root.MaxWaiters() != maxw {
+		return nil, nil, lease.Invalid("max_waiters", "mem store %q is already open with max_waiters=%d", name, root.MaxWaiters())
 	}
 	return root.Handle(), nil, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -165,7 +166,26 @@ func open(ctx context.Context, rawURL string, cfg openConfig) (lease.Store, erro
 
 // leasekitParams are the query parameters that belong to leasekit, not to
 // the backend's URL parser.
-var leasekitParams = []string{"prefix", "mode", "table", "namespace", "migrate", "session_timeout", "replica_ack", "replica_ack_timeout"}
+var leasekitParams = []string{"prefix", "mode", "table", "namespace", "migrate", "session_timeout", "replica_ack", "replica_ack_timeout", "max_waiters"}
+
+// maxWaiters takes the max_waiters option, every scheme's: the cap of each
+// key's queue of waiters (the store's WithMaxWaiters). ok is false when the
+// URL does not set it; a value that is not an integer in
+// 1..lease.MaxMaxWaiters is an error matching lease.ErrInvalid.
+func (o *Options) maxWaiters() (n int, ok bool, err error) {
+	v, ok := o.Take("max_waiters")
+	if !ok {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil {
+		return 0, false, lease.Invalid("max_waiters", "%q is not an integer", v)
+	}
+	if err := lease.CheckMaxWaiters(n); err != nil {
+		return 0, false, err
+	}
+	return n, true, nil
+}
 
 func unwrapURLError(err error) error {
 	var ue *url.Error

@@ -47,6 +47,11 @@ func openPostgres(ctx context.Context, u *url.URL, o *Options) (lease.Store, fun
 	if ns, ok := o.Take("namespace"); ok {
 		opts = append(opts, pglease.WithNamespace(ns))
 	}
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, pglease.WithMaxWaiters(n))
+	}
 	migrate := true
 	if v, ok := o.Take("migrate"); ok {
 		b, err := parseBool("migrate", v)

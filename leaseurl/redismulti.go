@@ -26,12 +26,17 @@ func init() {
 }
 
 // redisStoreOptions takes the leasekit options of every Redis scheme:
-// prefix, and replica_ack=N with replica_ack_timeout=D (default 100ms) for
+// prefix, max_waiters, and replica_ack=N with replica_ack_timeout=D (default 100ms) for
 // redislease.WithReplicaAck.
 func redisStoreOptions(o *Options) ([]redislease.Option, error) {
 	var opts []redislease.Option
 	if p, ok := o.Take("prefix"); ok {
 		opts = append(opts, redislease.WithPrefix(p))
+	}
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, redislease.WithMaxWaiters(n))
 	}
 	ns, hasN := o.Take("replica_ack")
 	ts, hasT := o.Take("replica_ack_timeout")

@@ -30,7 +30,7 @@ func openZK(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() er
 		return nil, nil, lease.Invalid("store", "zk URL has no host:port")
 	}
 	if u.RawQuery != "" {
-		return nil, nil, lease.Invalid("store", "zk URLs take no options besides session_timeout")
+		return nil, nil, lease.Invalid("store", "zk URLs take no options besides session_timeout and max_waiters")
 	}
 	timeout := DefaultZKSessionTimeout
 	if v, ok := o.Take("session_timeout"); ok {
@@ -41,6 +41,11 @@ func openZK(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() er
 		timeout = d
 	}
 	var opts []zklease.Option
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, zklease.WithMaxWaiters(n))
+	}
 	if u.Path != "" && u.Path != "/" {
 		opts = append(opts, zklease.WithRoot(u.Path))
 	}

@@ -13,5 +13,7 @@
 // lease.Client its own handle when the Client closes its store.
 //
 // Fences are kept per key for the life of the Store and never reused, so they
-// strictly increase across holders, releases and expiries.
+// strictly increase across holders, releases and expiries. A key's queue of
+// waiters holds at most [WithMaxWaiters] of them (default
+// lease.DefaultMaxWaiters), exactly.
 package memlease

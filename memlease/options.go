@@ -8,8 +8,9 @@ import "github.com/leasekit/lease"
 type Option func(*config)
 
 type config struct {
-	clock  lease.Clock
-	limits lease.Limits
+	clock      lease.Clock
+	limits     lease.Limits
+	maxWaiters int
 }
 
 // WithClock sets the clock by which the Store judges expiry (default
@@ -29,3 +30,17 @@ func WithClock(c lease.Clock) Option {
 func WithLimits(l lease.Limits) Option {
 	return func(cfg *config) { cfg.limits = l }
 }
+
+// WithMaxWaiters caps each key's queue of live waiters at n (default
+// [lease.DefaultMaxWaiters]): a queued Acquire of a new token beyond it fails
+// with a *[lease.QueueFullError]. The cap is exact. An n outside
+// [lease.CheckMaxWaiters]'s range makes every queued Acquire fail with an
+// error matching [lease.ErrInvalid] (New cannot return an error); check n
+// first with lease.CheckMaxWaiters to fail early.
+func WithMaxWaiters(n int) Option {
+	return func(cfg *config) { cfg.maxWaiters = n }
+}
+
+// MaxWaiters returns the cap of each key's queue of waiters (WithMaxWaiters),
+// shared by every handle of the Store.
+func (s *Store) MaxWaiters() int { return s.st.maxWaiters }

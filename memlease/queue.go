@@ -3,6 +3,7 @@
 package memlease
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -50,16 +51,25 @@ func aheadLocked(q []waiter, token string) int {
 }
 
 // enqueueLocked queues token behind the others, or refreshes its entry in
-// place; st.mu is held.
-func (st *state) enqueueLocked(key, token string, expires time.Time) {
+// place; a new token beyond st.maxWaiters live waiters is refused with a
+// *lease.QueueFullError. The queue holds only live waiters (Acquire called
+// liveQueueLocked); st.mu is held.
+func (st *state) enqueueLocked(key, token string, expires time.Time) error {
 	q := st.queues[key]
 	for i := range q {
 		if q[i].token == token {
 			q[i].expires = expires
-			return
+			return nil
 		}
 	}
+	if err := lease.CheckMaxWaiters(st.maxWaiters); err != nil {
+		return fmt.Errorf("memlease: acquire %q: %w", key, err)
+	}
+	if len(q) >= st.maxWaiters {
+		return fmt.Errorf("memlease: acquire %q: %w", key, &lease.QueueFullError{Key: key, Max: st.maxWaiters})
+	}
 	st.queues[key] = append(q, waiter{token: token, expires: expires})
+	return nil
 }
 
 // dequeueLocked removes token from key's queue and reports whether it was

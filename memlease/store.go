@@ -27,8 +27,9 @@ type entry struct {
 
 // state is what the handles of one Store share.
 type state struct {
-	clock  lease.Clock
-	limits lease.Limits
+	clock      lease.Clock
+	limits     lease.Limits
+	maxWaiters int // WithMaxWaiters
 
 	mu     sync.Mutex
 	held   map[string]entry           // key -> holder; expired entries count as free
@@ -62,17 +63,18 @@ var (
 
 // New returns an empty Store: a first handle over a new set of keys.
 func New(opts ...Option) *Store {
-	cfg := config{clock: lease.SystemClock()}
+	cfg := config{clock: lease.SystemClock(), maxWaiters: lease.DefaultMaxWaiters}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	st := &state{
-		clock:  cfg.clock,
-		limits: cfg.limits,
-		held:   make(map[string]entry),
-		fences: make(map[string]uint64),
-		queues: make(map[string][]waiter),
-		subs:   make(map[*subscription]struct{}),
+		clock:      cfg.clock,
+		limits:     cfg.limits,
+		maxWaiters: cfg.maxWaiters,
+		held:       make(map[string]entry),
+		fences:     make(map[string]uint64),
+		queues:     make(map[string][]waiter),
+		subs:       make(map[*subscription]struct{}),
 	}
 	return &Store{st: st}
 }
@@ -111,7 +113,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		if e.token != r.Token {
 			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: aheadLocked(q, r.Token)}
 			if r.Queue {
-				st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL))
+				if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
+					return lease.Grant{}, err
+				}
 			}
 			return lease.Grant{}, held
 		}
@@ -122,7 +126,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	}
 	if ahead := aheadLocked(q, r.Token); ahead > 0 {
 		if r.Queue {
-			st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL))
+			if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
+				return lease.Grant{}, err
+			}
 		}
 		return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: ahead}
 	}

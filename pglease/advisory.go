@@ -222,14 +222,21 @@ func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		ok, ours, live   bool
 		fence, us, ahead int64
 		holder           string
-		nset             int64
+		nset, queued     int64
 	)
 	err = s.exec(ctx, sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
 		var pid int32
-		err := conn.QueryRow(ctx, s.q.advAcquire, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, r.Holder,
+		rows, done, err := s.queryQueued(ctx, conn, r, s.q.advAcquire, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, r.Holder,
 			micros(r.TTL), strconv.FormatInt(ms, 10), strconv.FormatInt(secs, 10), strconv.FormatInt(ms+1000, 10),
-			r.Queue, s.chanRaw,
-		).Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead, nil) // nil: wk's count, read only so that it runs
+			r.Queue, s.chanRaw)
+		if err == nil {
+			err = pgx.ErrNoRows
+			if rows.Next() {
+				err = rows.Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead, nil, &queued) // nil: wk's count, read only so that it runs
+			}
+			rows.Close()
+			err = errors.Join(err, rows.Err(), done())
+		}
 		if err == nil && ok {
 			// Counted before the session serves another statement: a
 			// release in between must not switch the idle timeout off.
@@ -250,6 +257,9 @@ func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		if ours {
 			// Our token, held through another store's session.
 			return lease.Grant{Fence: uint64(fence)}, nil
+		}
+		if r.Queue && queued == 0 {
+			return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 		}
 		if ahead > 0 && !live {
 			// Free (or its holder's session is gone), reserved for the

@@ -122,6 +122,15 @@
 //
 // # FIFO queue of waiters (both modes)
 //
+// A key's queue holds at most [WithMaxWaiters] live waiters (default
+// lease.DefaultMaxWaiters); a new token beyond it gets a
+// *lease.QueueFullError. The cap is exact: a queued attempt first takes a
+// transaction-level advisory lock of its key (one-bigint form, a hash of
+// table, namespace and key), in the same round trip and implicit
+// transaction as the acquire statement, whose snapshot then counts every
+// entry queued before. Queued attempts of one key therefore run one after
+// the other; unqueued attempts, renewals and releases never take the lock.
+//
 // The store implements lease.Queuer: a freed key goes to the waiter that has
 // waited longest, not to whoever asks first (the releaser, typically). A
 // waiting lease.Client acquires with Request.Queue; when the key cannot be

@@ -40,10 +40,11 @@ func (m Mode) String() string {
 }
 
 type config struct {
-	table   string
-	mode    Mode
-	ns      string
-	maxIdle int
+	table      string
+	mode       Mode
+	ns         string
+	maxIdle    int
+	maxWaiters int
 }
 
 // Option configures a Store.
@@ -65,6 +66,17 @@ func WithNamespace(ns string) Option { return func(c *config) { c.ns = ns } }
 // store keeps for reuse once they hold no lease (default 4); more are
 // closed. Table mode ignores it.
 func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
+
+// WithMaxWaiters caps each key's queue of waiters at n (default
+// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
+// when the queue holds n live waiters, queues nothing and fails with a
+// *[lease.QueueFullError]. The cap is exact: a queued attempt takes a
+// transaction-level advisory lock of its key (pg_advisory_xact_lock, the
+// one-bigint form, keyed by a hash of table, namespace and key) in the same
+// round trip, before the statement that counts the queue. New
+// refuses n outside 1..[lease.MaxMaxWaiters] with an error matching
+// [lease.ErrInvalid].
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are truncated.
 const maxIdentLen = 63

@@ -2,7 +2,10 @@
 
 package pglease
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // queries holds the statements of one store; see the package documentation
 // for the schema.
@@ -69,10 +72,14 @@ ah AS (
 
 // enqueue queues token $TOK for $TTL µs, or refreshes its entry in place
 // (an expired entry goes to the back), when COND holds; $HOLD and $GTTL are
-// its holder and the TTL of a hand-off to it (NULL: none).
+// its holder and the TTL of a hand-off to it (NULL: none). A token not in
+// the live queue q is not queued when q holds $MAXW entries already; enq
+// is then empty. (Queued attempts hold the key's queue lock, queuecap.go,
+// so q counts every entry queued before.)
 const enqueue = `enq AS (
 	INSERT INTO Q AS e (ns, key, token, expires_at, holder, grant_ttl)
 	SELECT $NS, $KEY, $TOK, clock_timestamp() + $TTL::float8 * interval '1 microsecond', $HOLD, $GTTL WHERE COND
+		AND (EXISTS (SELECT 1 FROM q WHERE token = $TOK) OR (SELECT count(*) FROM q) < $MAXW)
 	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at,
 		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END,
 		holder = excluded.holder, grant_ttl = excluded.grant_ttl
@@ -157,7 +164,8 @@ func params(frag string, kv ...string) string {
 	return strings.NewReplacer(kv...).Replace(frag)
 }
 
-func buildQueries(table, queue, index string) queries {
+func buildQueries(table, queue, index string, maxWaiters int) queries {
+	maxw := strconv.Itoa(maxWaiters)
 	t := func(s string) string {
 		return strings.NewReplacer(" T ", " "+table+" ", " Q ", " "+queue+" ").Replace(s)
 	}
@@ -165,13 +173,13 @@ func buildQueries(table, queue, index string) queries {
 	// hand-off TTL).
 	tq := func(frag, ttl, cond, after string) string {
 		return params(frag, "$NS", "$1", "$KEY", "$2", "$TOK", "$3", "$TTL", ttl, "COND", cond, "AFTER", after,
-			"$HOLD", "$4", "$GTTL", "$7::float8", "$CHAN", "$8")
+			"$HOLD", "$4", "$GTTL", "$7::float8", "$CHAN", "$8", "$MAXW", maxw)
 	}
 	// Advisory mode: $3 ns, $4 key, $5 token; no hand-off (the lock is a
 	// session's, and cannot be given to another).
 	aq := func(frag, ttl, cond, after string) string {
 		return params(frag, "$NS", "$3", "$KEY", "$4", "$TOK", "$5", "$TTL", ttl, "COND", cond, "AFTER", after,
-			"$HOLD", "NULL::text", "$GTTL", "NULL::float8", "$CHAN", "$12")
+			"$HOLD", "NULL::text", "$GTTL", "NULL::float8", "$CHAN", "$12", "$MAXW", maxw)
 	}
 	return queries{
 		create:           strings.Replace(schemaSQL, " T ", " "+table+" ", 1),
@@ -218,10 +226,11 @@ deq AS (
 ` + tq(sweepKey, "", "", "acq") + `,
 ` + tq(wakeHead, "", `NOT EXISTS (SELECT 1 FROM acq) AND NOT EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2
 		AND x.token IS NOT NULL AND x.expires_at > clock_timestamp())`, "") + `
-SELECT true, fence, ''::text, 0::bigint, false, 0::bigint, 0::bigint FROM acq
+SELECT true, fence, ''::text, 0::bigint, false, 0::bigint, 0::bigint, 0::bigint FROM acq
 UNION ALL
 SELECT false, COALESCE(c.fence, 0), COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0),
-	COALESCE(c.token IS NOT NULL AND c.expires_at > clock_timestamp(), false), ah.n, (SELECT count(*) FROM wk)
+	COALESCE(c.token IS NOT NULL AND c.expires_at > clock_timestamp(), false), ah.n, (SELECT count(*) FROM wk),
+	(SELECT count(*) FROM enq)
 FROM ah LEFT JOIN T c ON c.ns = $1 AND c.key = $2
 WHERE NOT EXISTS (SELECT 1 FROM acq)`),
 		tabRenew: t(`UPDATE T SET expires_at = clock_timestamp() + $4::float8 * interval '1 microsecond'
@@ -320,7 +329,7 @@ deq AS (
 SELECT l.ok, COALESCE((SELECT fence FROM a), c.fence, 0), o.ours,
 	COALESCE(c.holder, ''), COALESCE(` + remaining + `, 0), (SELECT count(*) FROM s), pg_backend_pid(),
 	COALESCE(c.token IS NOT NULL AND ` + lockHeldAt("$1", "$2") + `, false), (SELECT n FROM ah),
-	(SELECT count(*) FROM wk)
+	(SELECT count(*) FROM wk), (SELECT count(*) FROM enq)
 FROM l CROSS JOIN o LEFT JOIN T c ON c.ns = $3 AND c.key = $4`),
 		// $1 ns, $2 key, $3 token, $4 TTL in µs, $5 TTL in ms. The row must
 		// still name this token and this session.

@@ -59,6 +59,9 @@ type Store struct {
 	// ask to be handed the key.
 	listening atomic.Int32
 
+	// maxWaiters caps each key's queue (WithMaxWaiters).
+	maxWaiters int
+
 	// Advisory mode: the sessions holding leases, by TTL in ms; the leases
 	// held through them, by token and key; idle connections.
 	mu       sync.Mutex
@@ -75,7 +78,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
 	}
-	c := config{table: DefaultTable, maxIdle: 4}
+	c := config{table: DefaultTable, maxIdle: 4, maxWaiters: lease.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -94,6 +97,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if c.maxIdle < 0 {
 		return nil, fmt.Errorf("pglease: %w", lease.Invalid("max idle conns", "%d is negative", c.maxIdle))
 	}
+	if err := lease.CheckMaxWaiters(c.maxWaiters); err != nil {
+		return nil, fmt.Errorf("pglease: %w", err)
+	}
 	table := ident.Sanitize()
 	queue, index := queueNames(ident)
 	sum := sha256.Sum256([]byte(strings.Join(ident, ".") + "\x00" + c.ns))
@@ -107,11 +113,12 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		channel:  pgx.Identifier{chanRaw}.Sanitize(),
 		chanRaw:  chanRaw,
 		classID:  hash32(strings.Join(ident, ".") + "\x00" + c.ns),
-		q:        buildQueries(table, queue, index),
+		q:        buildQueries(table, queue, index, c.maxWaiters),
 		sessions: make(map[int64]*session),
 		held:     make(map[string]*heldLease),
 		maxIdle:  c.maxIdle,
 	}
+	s.maxWaiters = c.maxWaiters
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ package pglease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,28 +19,32 @@ func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, e
 		us := micros(r.TTL)
 		handTTL = &us
 	}
-	rows, err := s.pool.Query(ctx, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
+	rows, done, err := s.queryQueued(ctx, s.pool, r, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
 	if err != nil {
 		return lease.Grant{}, err
 	}
 	defer rows.Close()
 	var (
-		ok, live         bool
-		fence, us, ahead int64
-		holder           string
+		ok, live                 bool
+		fence, us, ahead, queued int64
+		holder                   string
 	)
 	if rows.Next() {
-		// nil: the last column counts wk's rows, read only so that it runs.
-		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, nil); err != nil {
+		// nil: the column counts wk's rows, read only so that it runs;
+		// queued counts enq's.
+		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, nil, &queued); err != nil {
 			return lease.Grant{}, err
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := errors.Join(rows.Err(), done()); err != nil {
 		return lease.Grant{}, err
 	}
 	if ok {
 		return lease.Grant{Fence: uint64(fence)}, nil
+	}
+	if r.Queue && queued == 0 {
+		return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 	}
 	// Not taken: free but reserved for the waiters ahead, or held. Held
 	// without a live holder in the snapshot: a concurrent acquirer committed

@@ -18,6 +18,8 @@
 --         channels ('' otherwise): a queued entry then records its TTL, that
 --         identifier and its holder (KEYS[5]), and a release may hand the key
 --         to it
+-- ARGV[6] the most live waiters the queue may hold: a token not yet queued
+--         is not queued beyond it
 --
 -- Returns the fence when the caller holds the lease afterwards (a bare
 -- string: a table reply costs the server about a microsecond more), or
@@ -25,7 +27,8 @@
 -- free ('' holder, fence '0') but reserved for the ahead > 0 live waiters
 -- queued before the caller (all of them if the caller is not queued). Fences
 -- are returned as decimal strings so no float formatting happens on the way
--- out.
+-- out. A token that should have been queued but was not, the queue being
+-- full, gets {-1, holder, pttl, fence, ahead}.
 
 -- Redis 3.2-4.x need effects replication because TIME is not deterministic;
 -- from 5.0 on it is the default and this call is a no-op.
@@ -74,6 +77,9 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
   -- their last entry by nothing, so an abandoned queue vanishes.
   local function enqueue()
     if not rank then
+      if ahead >= tonumber(ARGV[6]) then
+        return false -- full
+      end
       local arrival = nowus
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
       if last[2] and tonumber(last[2]) >= arrival then
@@ -92,6 +98,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
     redis.call('PEXPIRE', KEYS[3], keep)
     redis.call('PEXPIRE', KEYS[4], keep)
     redis.call('PEXPIRE', KEYS[5], keep)
+    return true
   end
 
   if cur[1] then
@@ -100,16 +107,16 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) ~= 0 then
       return cur[3] or '0'
     end
     local pttl = redis.call('PTTL', KEYS[1])
-    if ARGV[4] == '1' then
-      enqueue()
+    if ARGV[4] == '1' and not enqueue() then
+      return {-1, cur[2] or '', pttl, cur[3] or '0', ahead}
     end
     return {0, cur[2] or '', pttl, cur[3] or '0', ahead}
   end
 
   -- Free, but reserved for the waiters queued ahead.
   if ahead > 0 then
-    if ARGV[4] == '1' then
-      enqueue()
+    if ARGV[4] == '1' and not enqueue() then
+      return {-1, '', 0, '0', ahead}
     end
     return {0, '', 0, '0', ahead}
   end

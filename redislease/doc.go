@@ -79,7 +79,10 @@
 // lease Client's Acquire queues its token (Request.Queue) and refreshes the
 // entry on each attempt; TryAcquire is never queued but is refused, with a
 // *lease.HeldError whose Queued counts the waiters, while waiters are queued
-// on a free key.
+// on a free key. A key's queue holds at most [WithMaxWaiters] live waiters
+// (default lease.DefaultMaxWaiters): the acquire script counts the queue and
+// adds to it atomically, so the cap is exact, and a new token beyond it gets
+// a *lease.QueueFullError.
 //
 // The queue of K is two sorted sets with the waiting tokens as members. In
 // ":q" the score is the arrival order: the server clock (TIME) in

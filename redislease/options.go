@@ -10,6 +10,8 @@ const DefaultPrefix = "lease:"
 type config struct {
 	prefix string
 	ack    replicaAck // WithReplicaAck (replicaack.go)
+
+	maxWaiters int // WithMaxWaiters
 }
 
 // Option configures a Store.
@@ -21,6 +23,18 @@ type Option func(*config)
 // break the Redis Cluster hash tag.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
+}
+
+// WithMaxWaiters caps each key's queue of waiters at n (default
+// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
+// when the queue holds n live waiters, queues nothing and fails with a
+// *[lease.QueueFullError]. The cap is exact: the acquire script counts the
+// queue and adds to it atomically. New refuses n outside
+// 1..[lease.MaxMaxWaiters] with an error matching [lease.ErrInvalid].
+// Stores that share a prefix should use the same cap: each enforces its own
+// on the waiters it adds.
+func WithMaxWaiters(n int) Option {
+	return func(c *config) { c.maxWaiters = n }
 }
 
 func validPrefix(p string) bool { return !strings.ContainsAny(p, "{}") }

@@ -38,6 +38,8 @@ type Store struct {
 	id        string       // random; names own and this store's queue entries
 	ack       replicaAck   // WithReplicaAck: WAIT after each write
 	listening atomic.Int32 // open subscriptions: queued entries ask for a hand-off
+
+	maxWaiters int // WithMaxWaiters: the cap of each key's queue
 }
 
 // New returns a Store that keeps leases in Redis through client. The store
@@ -47,7 +49,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redislease: %w", lease.Invalid("store", "nil redis client"))
 	}
-	c := config{prefix: DefaultPrefix}
+	c := config{prefix: DefaultPrefix, maxWaiters: lease.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -64,7 +66,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
 	ch := c.prefix + "released"
-	return &Store{client: client, prefix: c.prefix, channel: ch, own: ch + ":" + id, id: id, ack: c.ack}, nil
+	if err := lease.CheckMaxWaiters(c.maxWaiters); err != nil {
+		return nil, fmt.Errorf("redislease: %w", err)
+	}
+	return &Store{client: client, prefix: c.prefix, channel: ch, own: ch + ":" + id, id: id, ack: c.ack, maxWaiters: c.maxWaiters}, nil
 }
 
 // Prefix returns the namespace prefix of the store's keys.
@@ -113,7 +118,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	}
 	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
 	cmd, ack := s.run(ctx, acquireScript, []string{lk, fk, qk, qx, qd},
-		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens)
+		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens, s.maxWaiters)
 	v, err := cmd.Result()
 	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
@@ -138,6 +143,9 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	ahead, err4 := replyInt(res, 4)
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	}
+	if full, _ := replyInt(res, 0); full == -1 {
+		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
 	}
 	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
 }

@@ -185,6 +185,13 @@ func (s *Store) settle(ctx context.Context, r lease.Request, parent string, mine
 		if ahead == 0 {
 			return s.grantLowest(r, mine, fence, called)
 		}
+		if fresh && r.Queue && ahead-1 >= s.maxWaiters {
+			// A new waiter behind the holder and a full queue: leave.
+			if err := s.conn.Delete(ours, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return lease.Grant{}, fmt.Errorf("delete %s beyond the cap of %d waiters: %w", redactPath(ours), s.maxWaiters, err)
+			}
+			return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
+		}
 		// A Client's entry written less than a sixteenth of its TTL ago is
 		// neither refreshed nor made to read the lowest node on a later
 		// attempt (one woken to look again, see the package documentation):

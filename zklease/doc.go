@@ -29,7 +29,10 @@
 // crash, Close) deletes a process's nodes at once. HeldError.Queued counts
 // the nodes between the lowest (the holder's, or itself if it is a waiting
 // entry) and ours; entries are not read one by one, so an entry that has
-// expired but is not yet lowest is still counted.
+// expired but is not yet lowest is still counted. A key keeps at most
+// [WithMaxWaiters] entries behind its lowest node (default
+// lease.DefaultMaxWaiters): a new node with more before it is deleted at
+// once and its waiter gets a *lease.QueueFullError.
 //
 // # Fences
 //

@@ -23,6 +23,7 @@ type config struct {
 	dialer         zk.Dialer     // Dial only
 	logger         *slog.Logger  // Dial only
 	auth           []authInfo    // Dial only
+	maxWaiters     int
 }
 
 type authInfo struct {
@@ -74,3 +75,18 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithAuth(scheme string, auth []byte) Option {
 	return func(c *config) { c.auth = append(c.auth, authInfo{scheme, auth}) }
 }
+
+// WithMaxWaiters caps each key's queue of waiters at n (default
+// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued
+// creates its node, and deletes it again at once (one more round trip) and
+// fails with a *[lease.QueueFullError] when the listing that follows finds
+// more than n nodes before it (the lowest being the holder). Sequence
+// numbers fix a node's place when it is created and the nodes ahead only
+// ever leave, so the entries kept never exceed n (n+1 while the key is free
+// and reserved for the first waiter); while a node beyond the cap is being
+// deleted, or while a concurrent unqueued Acquire's brief node exists, a
+// newcomer may be refused although room is left.
+// New and Dial refuse n outside 1..[lease.MaxMaxWaiters] with an error
+// matching [lease.ErrInvalid]. Stores that share a root should use the same
+// cap.
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }

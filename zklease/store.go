@@ -35,6 +35,8 @@ type Store struct {
 	maxTTL  time.Duration
 	tracked bool // session expiry is reported (Dial)
 
+	maxWaiters int // WithMaxWaiters: the cap of each key's queue
+
 	mu     sync.Mutex
 	grants map[string]*grant // by token: nodes this store granted, renewed or queued
 	// Dial-made stores (their event callback sees each watch event): the
@@ -92,7 +94,7 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 // configure applies opts. The default ACL (cfg.acl nil, aclSet false) is
 // left to New and Dial.
 func configure(opts []Option) (config, error) {
-	cfg := config{root: DefaultRoot}
+	cfg := config{root: DefaultRoot, maxWaiters: lease.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, lease.Invalid("option", "nil option")
@@ -104,6 +106,9 @@ func configure(opts []Option) (config, error) {
 	}
 	if cfg.aclSet && len(cfg.acl) == 0 {
 		return cfg, lease.Invalid("acl", "empty ACL")
+	}
+	if err := lease.CheckMaxWaiters(cfg.maxWaiters); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -171,6 +176,8 @@ func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store 
 		handoffs: make(map[string]handoff),
 		handed:   make(map[string]string),
 		subs:     make(map[*subscription]struct{}),
+
+		maxWaiters: cfg.maxWaiters,
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	exitUsage       = 64 // bad flags, bad store URL (sysexits EX_USAGE)
 	exitUnavailable = 69 // the store could not be opened or reached (EX_UNAVAILABLE)
 	exitSoftware    = 70 // internal error, e.g. the metrics listener (EX_SOFTWARE)
-	exitNotAcquired = 75 // lease run: the lease could not be acquired (EX_TEMPFAIL)
+	exitNotAcquired = 75 // lease run: the lease could not be acquired, or its queue is full (EX_TEMPFAIL)
 	exitLost        = 76 // lease run: the lease was lost while the command ran
 	exitCannotExec  = 126
 	exitNotFound    = 127

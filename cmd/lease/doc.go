@@ -16,8 +16,9 @@
 // file:///dir, mem://name, redis://[user:pass@]host:port[/db][?prefix=p],
 // rediss:// (TLS), postgres://...[?mode=advisory&namespace=ns&table=t],
 // etcd://host:port,host:port[/prefix/] (etcds:// for TLS),
-// zk://host:port,host:port[/chroot][?session_timeout=10s]. See package
-// leaseurl. A postgres:// URL without sslmode uses sslmode=verify-full for a
+// zk://host:port,host:port[/chroot][?session_timeout=10s]. Every URL takes
+// max_waiters=N, the cap of each key's queue of waiters (default 1024). See
+// package leaseurl. A postgres:// URL without sslmode uses sslmode=verify-full for a
 // host that is not loopback (loopback and unix sockets keep pgx's default,
 // prefer, which does not verify the certificate); Redis's skip_verify=true
 // disables certificate verification. Passwords are never printed: every message, log line and status
@@ -71,7 +72,8 @@
 //	64       usage: bad flag, bad or unknown store URL   same             same
 //	69       the store could not be opened or reached    same             same
 //	70       internal error (e.g. --metrics-addr in use)
-//	75       the lease could not be acquired (--no-wait, --timeout)
+//	75       the lease could not be acquired (--no-wait, --timeout, or the key's
+//	         queue of waiters is full: the store URL's max_waiters, default 1024)
 //	76       the lease was not held for the whole run, whatever CMD returned:
 //	         lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),
 //	         or found gone by the release (expired, or taken by another holder)

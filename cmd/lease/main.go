@@ -69,9 +69,12 @@ here `+leaseurl.DefaultURL()+`
 (the first of $XDG_STATE_HOME/leasekit, ~/.local/state/leasekit,
 $XDG_CACHE_HOME/leasekit, $XDG_RUNTIME_DIR/leasekit, /tmp/leasekit-UID;
 a directory other users can write to is refused).
-URLs: file:///dir, redis://, rediss://, postgres://, etcd://, zk://, mem://.
+URLs: file:///dir, redis://, rediss://, postgres://, etcd://, zk://, mem://;
+any URL takes ?max_waiters=N, the cap of each key's queue of waiters
+(default 1024).
 
-Exit codes of lease run: the command's own code; 75 lease not acquired;
+Exit codes of lease run: the command's own code; 75 lease not acquired
+(held with --no-wait, --timeout passed, or the key's queue of waiters full);
 76 lease lost while the command ran; 64 usage; 69 store unavailable;
 70 internal error; 126/127 command not executable/not found.
 

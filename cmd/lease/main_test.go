@@ -258,6 +258,40 @@ func TestRunNotAcquired(t *testing.T) {
 	}
 }
 
+// TestRunQueueFull: with the key held and its queue full (max_waiters=1, one
+// waiter queued), lease run exits 75 (EX_TEMPFAIL) at once, saying so,
+// instead of waiting.
+func TestRunQueueFull(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "leases")
+	store, key := "file://"+dir+"?max_waiters=1", uniqueKey(t)
+	holdInBackground(t, store, key)
+	waiter, out := background(t, "run", "--store", store, "--key", key, "--holder", "waiter", "--", "true")
+	waitFor(t, 20*time.Second, "the waiter to queue", func() bool {
+		if waiter.exited() {
+			t.Fatalf("the waiter exited: %s", out.String())
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "\nwaiters 1\n") {
+				return true
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	r := lease(t, "run", "--store", store, "--key", key, "--timeout", "30s", "--", "true")
+	if r.code != 75 || !strings.Contains(r.stderr, "queue of waiters is full") || !strings.Contains(r.stderr, "max_waiters") {
+		t.Errorf("third run: exit %d, want 75 and a queue-full message; stderr:\n%s", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the third run took %v: it waited instead of exiting at once", d)
+	}
+	t.Logf("third run: exit %d after %v: %s", r.code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(r.stderr))
+	if waiter.exited() {
+		t.Errorf("the queued waiter exited: %s", out.String())
+	}
+}
+
 func TestRunForwardsSignals(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	dir := t.TempDir()

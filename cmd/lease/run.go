@@ -187,9 +187,12 @@ func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string,
 		defer cancel()
 	}
 	notAcquired := func(err error) (*lease.Lease, int) {
+		var full *lease.QueueFullError
 		switch {
 		case errors.Is(err, lease.ErrInvalid):
 			return nil, fail(stderr, "run", exitUsage, "%v", err)
+		case errors.As(err, &full):
+			return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired: its queue of waiters is full (max_waiters=%d); try again later", f.key, full.Max)
 		case ctx.Err() != nil: // a signal: the caller exits 128+N
 			return nil, exitNotAcquired
 		case wctx.Err() != nil:
