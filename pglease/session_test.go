@@ -20,8 +20,9 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-// statementCounter counts the statements sent on a pool's connections
-// (hijacked ones included: the tracer is part of each connection's config).
+// statementCounter counts the round trips sent on a pool's connections: each
+// statement, and each batch as one (hijacked connections included: the
+// tracer is part of each connection's config).
 type statementCounter struct{ n atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -30,6 +31,15 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ p
 }
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func countingPool(t *testing.T, maxConns int32) (*pgxpool.Pool, *statementCounter) {
 	t.Helper()
