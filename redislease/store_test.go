@@ -413,6 +413,10 @@ func TestFenceClockWhenCounterLost(t *testing.T) {
 	}
 }
 
+// holderOf is the holder TestKeyLayout gives key k: "h:" and k, cut to fit
+// lease.MaxHolderLen.
+func holderOf(k string) string { return ("h:" + k)[:min(len(k)+2, lease.MaxHolderLen)] }
+
 // Every key maps to a hash, a counter and the two zsets of its queue of
 // waiters in one cluster slot, whose hash tag is the escaped key, and distinct
 // keys never share Redis keys.
@@ -428,7 +432,7 @@ func TestKeyLayout(t *testing.T) {
 	fences := map[string]uint64{}
 	waiters := map[string]lease.Request{}
 	for _, k := range keys {
-		g, err := s.Acquire(ctx, req(k, token(t), "h:"+k, 10*time.Second))
+		g, err := s.Acquire(ctx, req(k, token(t), holderOf(k), 10*time.Second))
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", k, err) // a collision would be ErrHeld
 		}
@@ -466,11 +470,11 @@ func TestKeyLayout(t *testing.T) {
 		}
 		v, err := c.Get(ctx, lk).Result()
 		tok, fence, holder := splitLease(v)
-		if err != nil || holder != "h:"+k || fence != strconv.FormatUint(fences[k], 10) || len(tok) != 32 {
+		if err != nil || holder != holderOf(k) || fence != strconv.FormatUint(fences[k], 10) || len(tok) != 32 {
 			t.Errorf("key %q: lease %q, %v; want token NUL fence NUL holder", k, v, err)
 		}
 		info, err := s.Inspect(ctx, k)
-		if err != nil || !info.Held || info.Key != k || info.Holder != "h:"+k || info.Fence != fences[k] {
+		if err != nil || !info.Held || info.Key != k || info.Holder != holderOf(k) || info.Fence != fences[k] {
 			t.Errorf("Inspect(%q) = %+v, %v", k, info, err)
 		}
 	}

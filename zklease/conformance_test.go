@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
@@ -22,7 +24,9 @@ func TestConformance(t *testing.T) {
 func TestConformanceWithCredentials(t *testing.T) {
 	srvs := servers(t)
 	auth := zklease.WithAuth("digest", []byte("lk-"+randHex(4)+":pw-"+randHex(8)))
-	owner := dial(t, srvs, auth)
+	// The owner's connection logs in to remove the suite's nodes; its own
+	// root is the default one, which other tests may have made open to all.
+	owner := dial(t, srvs, auth, zklease.WithACL(zk.WorldACL(zk.PermAll)...))
 	openParent(t, owner.Conn(), "/leasekit-test")
 	base := runSuite(t, srvs, testTTL, testSession, auth)
 	t.Cleanup(func() { removeAll(owner.Conn(), base) })
