@@ -27,10 +27,11 @@ import (
 type FaultyStore struct {
 	inner lease.Store
 
-	acquires  atomic.Int64
-	renewals  atomic.Int64
-	closeOnce sync.Once
-	closed    chan struct{} // closed by Close: unblocks blocked renewals
+	acquires   atomic.Int64
+	renewals   atomic.Int64
+	renewCalls atomic.Int64
+	closeOnce  sync.Once
+	closed     chan struct{} // closed by Close: unblocks blocked renewals
 
 	mu         sync.Mutex
 	unblock    chan struct{} // non-nil while renewals are blocked; closed to unblock
@@ -98,6 +99,10 @@ func (f *FaultyStore) Acquires() int64 { return f.acquires.Load() }
 // failed ones included.
 func (f *FaultyStore) Renewals() int64 { return f.renewals.Load() }
 
+// RenewCalls returns how many Renew and RenewMany calls the FaultyStore has
+// seen: with a batching store, fewer than [FaultyStore.Renewals].
+func (f *FaultyStore) RenewCalls() int64 { return f.renewCalls.Load() }
+
 // Acquire forwards to the inner store unless FailAcquire set an error.
 func (f *FaultyStore) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	f.acquires.Add(1)
@@ -113,6 +118,7 @@ func (f *FaultyStore) Acquire(ctx context.Context, r lease.Request) (lease.Grant
 // Renew forwards to the inner store unless renewals are blocked or failed.
 func (f *FaultyStore) Renew(ctx context.Context, r lease.Request) error {
 	f.renewals.Add(1)
+	f.renewCalls.Add(1)
 	if err := f.renewFault(ctx); err != nil {
 		return err
 	}
@@ -123,6 +129,7 @@ func (f *FaultyStore) Renew(ctx context.Context, r lease.Request) error {
 // unless renewals are blocked or failed.
 func (f *FaultyStore) RenewMany(ctx context.Context, rs []lease.Request) []error {
 	f.renewals.Add(int64(len(rs)))
+	f.renewCalls.Add(1)
 	errs := make([]error, len(rs))
 	if err := f.renewFault(ctx); err != nil {
 		for i := range errs {

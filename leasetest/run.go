@@ -296,8 +296,8 @@ func (e *env) tryAcquire(c *lease.Client, key string, opts ...lease.AcquireOptio
 	return l
 }
 
-// wantHeld checks that err reports key as held, by the holder and fence
-// given when the store reports them (holder "" and fence 0: not checked).
+// wantHeld checks that err reports key as held, by holder with fence: every
+// store names them.
 func (e *env) wantHeld(err error, key, holder string, fence uint64) {
 	e.t.Helper()
 	if !errors.Is(err, lease.ErrHeld) {
@@ -310,10 +310,10 @@ func (e *env) wantHeld(err error, key, holder string, fence uint64) {
 	if he.Key != key {
 		e.t.Errorf("HeldError.Key = %q, want %q", he.Key, key)
 	}
-	if holder != "" && he.Holder != "" && he.Holder != holder {
+	if he.Holder != holder {
 		e.t.Errorf("HeldError.Holder = %q, want %q", he.Holder, holder)
 	}
-	if fence != 0 && he.Fence != 0 && he.Fence != fence {
+	if he.Fence != fence {
 		e.t.Errorf("HeldError.Fence = %d, want %d", he.Fence, fence)
 	}
 }
