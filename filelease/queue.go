@@ -1,12 +1,13 @@
 //go:build linux
 
 // The FIFO queue of waiters per key (lease.Queuer), kept in the key's lease
-// file beside the lease: the helpers that read and change a record's queue.
+// file beside the lease (internal/fifo holds the queue operations).
 
 package filelease
 
 import (
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/fifo"
 )
 
 var _ lease.Queuer = (*Store)(nil)
@@ -37,13 +38,7 @@ func (r record) liveQueue(now int64, boot string) []waiter {
 	if r.QueueBoot != boot {
 		return nil
 	}
-	var live []waiter
-	for _, w := range r.Queue {
-		if now < w.Expires {
-			live = append(live, w)
-		}
-	}
-	return live
+	return fifo.Live(r.Queue, now)
 }
 
 // withQueue returns r with queue q, recorded under boot.
@@ -53,38 +48,4 @@ func (r record) withQueue(q []waiter, boot string) record {
 		r.Queue, r.QueueBoot = nil, ""
 	}
 	return r
-}
-
-// ahead returns how many waiters of q are queued ahead of token: all of them
-// if token is not queued.
-func ahead(q []waiter, token string) int {
-	for i, w := range q {
-		if w.Token == token {
-			return i
-		}
-	}
-	return len(q)
-}
-
-// enqueue returns q with token queued last until expires, or with its entry
-// refreshed in place if it is queued already. A new token is refused with a
-// *lease.QueueFullError when q (live waiters only) holds max already.
-func enqueue(q []waiter, key, token string, expires int64, max int) ([]waiter, error) {
-	if i := ahead(q, token); i < len(q) {
-		q[i].Expires = expires
-		return q, nil
-	}
-	if len(q) >= max {
-		return q, &lease.QueueFullError{Key: key, Max: max}
-	}
-	return append(q, waiter{Token: token, Expires: expires}), nil
-}
-
-// dequeue returns q without token's entry and whether it had one.
-func dequeue(q []waiter, token string) ([]waiter, bool) {
-	i := ahead(q, token)
-	if i == len(q) {
-		return q, false
-	}
-	return append(q[:i:i], q[i+1:]...), true
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/fifo"
 )
 
 // ErrCorrupt is matched by the error of every operation on a lease file that
@@ -73,11 +74,9 @@ type record struct {
 	Queue []waiter
 }
 
-// waiter is one queued token and when its entry expires.
-type waiter struct {
-	Token   string
-	Expires int64 // CLOCK_MONOTONIC nanoseconds of QueueBoot
-}
+// waiter is one queued token and when its entry expires, in CLOCK_MONOTONIC
+// nanoseconds of QueueBoot.
+type waiter = fifo.Waiter
 
 // held reports whether r is a live lease at monotonic time now of boot.
 func (r record) held(now int64, boot string) bool {

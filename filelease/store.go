@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/fifo"
 	"golang.org/x/sys/unix"
 )
 
@@ -185,13 +186,13 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		return lease.Grant{Fence: rec.Fence}, nil
 	}
 	held := rec.held(now, s.boot)
-	if n := ahead(q, r.Token); held || n > 0 {
+	if n := fifo.Ahead(q, r.Token); held || n > 0 {
 		refused := &lease.HeldError{Key: r.Key, Queued: n}
 		if held {
 			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
 		}
 		if r.Queue {
-			if q, err = enqueue(q, r.Key, r.Token, expires, s.maxWaiters); err != nil {
+			if q, err = fifo.Enqueue(q, r.Key, r.Token, expires, s.maxWaiters); err != nil {
 				return fail(err)
 			}
 		}
@@ -205,7 +206,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	if rec.Fence == math.MaxUint64 {
 		return fail(fmt.Errorf("fence exhausted at %d", rec.Fence))
 	}
-	q, _ = dequeue(q, r.Token)
+	q, _ = fifo.Dequeue(q, r.Token)
 	rec = record{Key: r.Key, Fence: rec.Fence + 1, Token: r.Token, Holder: r.Holder, Boot: s.boot, Expires: expires}
 	if err := lf.write(rec.withQueue(q, s.boot), true); err != nil {
 		return fail(err)
@@ -277,7 +278,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 	rec := lf.rec
 	q := rec.liveQueue(now, s.boot)
 	dropped := len(q) != len(rec.Queue)
-	q, removed := dequeue(q, r.Token)
+	q, removed := fifo.Dequeue(q, r.Token)
 	if !rec.held(now, s.boot) || rec.Token != r.Token {
 		if removed || dropped {
 			if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/fifo"
 )
 
 // ErrClosed is returned (wrapped) by operations on a closed Store handle and
@@ -28,13 +29,14 @@ type entry struct {
 // state is what the handles of one Store share.
 type state struct {
 	clock      lease.Clock
+	epoch      time.Time // the clock's time at New: queue expiries count from it
 	limits     lease.Limits
 	maxWaiters int // WithMaxWaiters
 
 	mu     sync.Mutex
 	held   map[string]entry           // key -> holder; expired entries count as free
 	fences map[string]uint64          // key -> last fence granted, kept forever
-	queues map[string][]waiter        // key -> waiters in arrival order (see queue.go)
+	queues map[string][]fifo.Waiter   // key -> waiters in arrival order (see queue.go)
 	subs   map[*subscription]struct{} // open subscriptions of every handle
 }
 
@@ -69,11 +71,12 @@ func New(opts ...Option) *Store {
 	}
 	st := &state{
 		clock:      cfg.clock,
+		epoch:      cfg.clock.Now(),
 		limits:     cfg.limits,
 		maxWaiters: cfg.maxWaiters,
 		held:       make(map[string]entry),
 		fences:     make(map[string]uint64),
-		queues:     make(map[string][]waiter),
+		queues:     make(map[string][]fifo.Waiter),
 		subs:       make(map[*subscription]struct{}),
 	}
 	return &Store{st: st}
@@ -111,7 +114,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 	q := st.liveQueueLocked(r.Key, now)
 	if e, ok := st.held[r.Key]; ok && now.Before(e.expires) {
 		if e.token != r.Token {
-			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: aheadLocked(q, r.Token)}
+			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: fifo.Ahead(q, r.Token)}
 			if r.Queue {
 				if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
 					return lease.Grant{}, err
@@ -124,7 +127,7 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 		st.held[r.Key] = e
 		return lease.Grant{Fence: e.fence}, nil
 	}
-	if ahead := aheadLocked(q, r.Token); ahead > 0 {
+	if ahead := fifo.Ahead(q, r.Token); ahead > 0 {
 		if r.Queue {
 			if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
 				return lease.Grant{}, err
@@ -204,7 +207,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 func (st *state) announceLocked(key string, now time.Time) {
 	a := lease.Announcement{Key: key}
 	if q := st.liveQueueLocked(key, now); len(q) > 0 {
-		a.Next = q[0].token
+		a.Next = q[0].Token
 	}
 	for sub := range st.subs {
 		sub.announceLocked(a)
