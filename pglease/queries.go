@@ -56,6 +56,11 @@ WHERE attrelid = $1::regclass AND attname IN ('holder', 'grant_ttl') AND NOT att
 	addQueueColumnsSQL = `ALTER TABLE Q ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS grant_ttl float8`
 )
 
+// queueIndexedSQL reports whether the queue table $1 has the index named $2,
+// from the catalog alone (no lock on the table).
+const queueIndexedSQL = `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass AND c.relname = $2)`
+
 // queueIndexSQL serves the sweep of expired entries of a namespace.
 const queueIndexSQL = `CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`
 

@@ -46,15 +46,16 @@ var (
 // concurrent use and runs no goroutines. It does not own the pool: Close
 // frees only what the store took out of it (advisory-mode connections).
 type Store struct {
-	pool    *pgxpool.Pool
-	mode    Mode
-	ns      string
-	table   string // the quoted, possibly schema-qualified table name
-	queue   string // the quoted queue table of waiters, beside table
-	channel string // the quoted NOTIFY channel of (table, ns)
-	chanRaw string // the channel name unquoted
-	classID int32  // advisory mode: the namespace half of the lock key
-	q       queries
+	pool       *pgxpool.Pool
+	mode       Mode
+	ns         string
+	table      string // the quoted, possibly schema-qualified table name
+	queue      string // the quoted queue table of waiters, beside table
+	queueIndex string // the queue table's index, unquoted (Migrate)
+	channel    string // the quoted NOTIFY channel of (table, ns)
+	chanRaw    string // the channel name unquoted
+	classID    int32  // advisory mode: the namespace half of the lock key
+	q          queries
 	// listening counts open subscriptions: table-mode queue entries then
 	// ask to be handed the key.
 	listening atomic.Int32
@@ -101,22 +102,23 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("pglease: %w", err)
 	}
 	table := ident.Sanitize()
-	queue, index := queueNames(ident)
+	queue, index, indexName := queueNames(ident)
 	sum := sha256.Sum256([]byte(strings.Join(ident, ".") + "\x00" + c.ns))
 	chanRaw := "leasekit_" + hex.EncodeToString(sum[:12])
 	s := &Store{
-		pool:     pool,
-		mode:     c.mode,
-		ns:       c.ns,
-		table:    table,
-		queue:    queue,
-		channel:  pgx.Identifier{chanRaw}.Sanitize(),
-		chanRaw:  chanRaw,
-		classID:  hash32(strings.Join(ident, ".") + "\x00" + c.ns),
-		q:        buildQueries(table, queue, index, c.maxWaiters),
-		sessions: make(map[int64]*session),
-		held:     make(map[string]*heldLease),
-		maxIdle:  c.maxIdle,
+		pool:       pool,
+		mode:       c.mode,
+		ns:         c.ns,
+		table:      table,
+		queue:      queue,
+		queueIndex: indexName,
+		channel:    pgx.Identifier{chanRaw}.Sanitize(),
+		chanRaw:    chanRaw,
+		classID:    hash32(strings.Join(ident, ".") + "\x00" + c.ns),
+		q:          buildQueries(table, queue, index, c.maxWaiters),
+		sessions:   make(map[int64]*session),
+		held:       make(map[string]*heldLease),
+		maxIdle:    c.maxIdle,
 	}
 	s.maxWaiters = c.maxWaiters
 	return s, nil
@@ -160,8 +162,10 @@ func (s *Store) Limits() lease.Limits {
 // Migrate creates the lease table and, beside it, the table of queued
 // waiters (see [Store.QueueTable]) and its index, each if it does not exist:
 // it is idempotent, safe to run concurrently, and upgrades a database made
-// by an earlier version (which had only the lease table). The schema of a
-// schema-qualified name must exist.
+// by an earlier version (which had only the lease table). On a migrated
+// database it only reads the catalog, so it never waits for (nor stalls
+// behind) transactions using the tables. The schema of a schema-qualified
+// name must exist.
 func (s *Store) Migrate(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -173,8 +177,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", migrateClass, hash32(s.table)); err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
 	}
-	for _, stmt := range []string{s.q.create, s.q.createQueue, s.q.createQueueIndex} {
+	for _, stmt := range []string{s.q.create, s.q.createQueue} {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+		}
+	}
+	// CREATE INDEX IF NOT EXISTS locks the queue table before it finds the
+	// index: behind any open transaction that wrote to the queue, it would
+	// stall every lease operation of the table. Look in the catalog first.
+	var indexed bool
+	if err := tx.QueryRow(ctx, queueIndexedSQL, s.queue, s.queueIndex).Scan(&indexed); err != nil {
+		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	}
+	if !indexed {
+		if _, err := tx.Exec(ctx, s.q.createQueueIndex); err != nil {
 			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
 		}
 	}
@@ -410,13 +426,14 @@ func micros(d time.Duration) float64 {
 	return float64(us)
 }
 
-// queueNames returns the quoted queue table beside the lease table ident
-// and the quoted name of its index (in the same schema).
-func queueNames(ident pgx.Identifier) (queue, index string) {
+// queueNames returns the quoted queue table beside the lease table ident,
+// and the name of its index (in the same schema), quoted and not.
+func queueNames(ident pgx.Identifier) (queue, index, indexName string) {
 	base := ident[len(ident)-1]
 	q := append(pgx.Identifier{}, ident...)
 	q[len(q)-1] = derivedName(base, "_queue")
-	return q.Sanitize(), pgx.Identifier{derivedName(base, "_queue_expiry")}.Sanitize()
+	indexName = derivedName(base, "_queue_expiry")
+	return q.Sanitize(), pgx.Identifier{indexName}.Sanitize(), indexName
 }
 
 // derivedName is base+suffix, or, when that would pass PostgreSQL's
