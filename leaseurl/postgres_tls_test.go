@@ -9,13 +9,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease/internal/pgtest"
-	"github.com/leasekit/lease/internal/testcert"
 	"github.com/leasekit/lease/leaseurl"
 )
 
@@ -87,25 +85,10 @@ func TestPostgresDefaultVerifyFull(t *testing.T) {
 		t.Setenv(env, "")
 	}
 	ip := nonLoopbackIPv4(t)
-	dir, err := os.MkdirTemp("", "leaseurl-tls-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	certs := testcert.New(t, dir, "postgres", ip)
-	hba := fmt.Sprintf("hostssl all all 127.0.0.1/32 trust\nhostssl all all %s/32 trust\nlocal all all trust\n", ip)
-	if err := os.WriteFile(filepath.Join(dir, "hba.conf"), []byte(hba), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	paths := []string{dir}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		paths = append(paths, filepath.Join(dir, e.Name()))
-	}
-	pgtest.GiveToPostgres(t, paths...)
+	certs, hba := pgtest.TLSFiles(t, fmt.Sprintf("hostssl all all 127.0.0.1/32 trust\nhostssl all all %s/32 trust\nlocal all all trust\n", ip), ip)
 	pg := pgtest.Start(t, "fsync=off", "ssl=on", "listen_addresses=127.0.0.1,"+ip.String(),
 		"ssl_cert_file="+certs.ServerCert, "ssl_key_file="+certs.ServerKey,
-		"hba_file="+filepath.Join(dir, "hba.conf"))
+		"hba_file="+hba)
 
 	const pw = "s3cret-Pw9"
 	remote := fmt.Sprintf("postgres://postgres:%s@%s:%d/postgres?connect_timeout=5&namespace=tls", pw, ip, pg.Port())
@@ -119,7 +102,7 @@ func TestPostgresDefaultVerifyFull(t *testing.T) {
 		return err
 	}
 
-	err = open(remote)
+	err := open(remote)
 	if err == nil {
 		t.Fatalf("a postgres:// URL without sslmode connected to %s, whose certificate fails verify-full", ip)
 	}

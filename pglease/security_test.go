@@ -7,8 +7,6 @@ package pglease_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,32 +17,11 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-// certsForPostgres writes a certificate set the postgres user can read.
-func certsForPostgres(t *testing.T) *testcert.Set {
-	dir, err := os.MkdirTemp("", "pglease-tls-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	certs := testcert.New(t, dir, "postgres")
-	hba := "hostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\nlocal all all trust\n"
-	if err := os.WriteFile(filepath.Join(dir, "hba.conf"), []byte(hba), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	paths := []string{dir}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		paths = append(paths, filepath.Join(dir, e.Name()))
-	}
-	pgtest.GiveToPostgres(t, paths...)
-	return certs
-}
-
 func TestTLSRequired(t *testing.T) {
-	certs := certsForPostgres(t)
+	certs, hba := pgtest.TLSFiles(t, "hostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\nlocal all all trust\n")
 	pg := startPrivatePG(t, "fsync=off", "ssl=on",
 		"ssl_cert_file="+certs.ServerCert, "ssl_key_file="+certs.ServerKey, "ssl_ca_file="+certs.CAFile,
-		"hba_file="+filepath.Join(certs.Dir, "hba.conf"))
+		"hba_file="+hba)
 	ctx := testCtx(t, 60*time.Second)
 	base := strings.TrimSuffix(pg.DSN(), "?sslmode=disable&connect_timeout=5")
 

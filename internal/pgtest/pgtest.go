@@ -9,6 +9,7 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/lease/internal/testcert"
 	"github.com/leasekit/lease/internal/testport"
 )
 
@@ -179,4 +181,29 @@ func GiveToPostgres(t testing.TB, paths ...string) bool {
 		}
 	}
 	return true
+}
+
+// TLSFiles writes, in a new directory the postgres user can read, a
+// certificate set for clients named "postgres" (with serverIPs in the
+// server's certificate) and hba as hba.conf, whose path it returns beside
+// the set.
+func TLSFiles(t testing.TB, hba string, serverIPs ...net.IP) (*testcert.Set, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgtest-tls-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	certs := testcert.New(t, dir, "postgres", serverIPs...)
+	hbaFile := filepath.Join(dir, "hba.conf")
+	if err := os.WriteFile(hbaFile, []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{dir}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		paths = append(paths, filepath.Join(dir, e.Name()))
+	}
+	GiveToPostgres(t, paths...)
+	return certs, hbaFile
 }
