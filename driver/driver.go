@@ -1,0 +1,186 @@
+// Package driver is the seam between the lease Client and a backend. A store
+// is a small adapter: a handful of atomic operations against one backend,
+// plus one value that declares what it can do. Everything else — heartbeat,
+// retries, deadlines, loss, waiting, wake-ups, input validation, metrics — is
+// written once, in package lease.
+//
+// A new store implements [Store] (and, where the backend allows, one or both
+// of [BatchRenewer] and [Notifier]), and passes the conformance suite
+// (package leasetest). Package memlease is the short reference
+// implementation: read it first.
+//
+// # Rules for a store
+//
+//   - Each method is one atomic operation against the backend, ideally one
+//     round trip. A store reads no clock, sleeps, retries or starts
+//     goroutines, except a [Subscription]'s reader: the Client owns all
+//     timing. Expiry is the backend's (a key's TTL, a session), never a
+//     timestamp the store compares.
+//   - The Client validates every [Request] against [Caps] before it reaches
+//     the store (key, TTL, holder length); a store does not check again.
+//   - Fences: a grant's Fence is strictly larger than every fence the store
+//     granted for the same key before, across all clients and restarts.
+//   - Errors: Acquire on a key held by another token returns an error
+//     matching lease.ErrHeld (return a *lease.HeldError, with what the store
+//     knows); Renew and Release with a token that no longer holds the key
+//     return one matching lease.ErrNotHeld; input the backend cannot accept,
+//     lease.ErrInvalid; a full queue, a *lease.QueueFullError. Any other
+//     error is transient: the Client may retry.
+//   - Acquire with the token that already holds the key succeeds again, with
+//     the same fence, and refreshes the TTL: a retried Acquire is idempotent.
+//
+// # FIFO
+//
+// A store whose Caps.FIFO is true keeps, per key, a queue of waiting tokens,
+// and its operations respect it:
+//   - Acquire grants a free key only to a token with no live waiter queued
+//     ahead of it: neither the releaser nor a newcomer can jump the queue;
+//   - Acquire with Request.Queue that cannot grant the key queues the token
+//     (or refreshes its entry) and returns a *lease.HeldError whose Queued
+//     counts the live waiters ahead; an entry expires TTL after its last
+//     refresh, so a dead waiter delays the others by at most one TTL;
+//   - a queued Acquire of a token not yet queued, on a queue holding
+//     Caps.MaxWaiters live waiters, queues nothing and returns a
+//     *lease.QueueFullError; a token already queued keeps its place;
+//   - Acquire removes the token from the queue when it grants the key, and
+//     Release of a queued token removes its entry.
+//
+// Who looks when, and for how long, is the Client's business: it refreshes
+// a waiter's entry well within its TTL, wakes waiters on announcements, and
+// leaves the queue when Acquire gives up.
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Request names one lease operation. The Client fills it in and has
+// validated it against the store's [Caps].
+type Request struct {
+	// Key is the lease name.
+	Key string
+	// Token is the holder's unique token (32 hex characters, 128 random bits).
+	Token string
+	// Holder is a human-readable identity kept beside the token.
+	Holder string
+	// TTL is how long the store keeps the lease, or a queue entry, without a
+	// renewal.
+	TTL time.Duration
+	// Queue asks a FIFO store to queue Token when Acquire cannot grant the
+	// key (see the package doc). The Client sets it only when Caps.FIFO.
+	Queue bool
+}
+
+// Grant is what a store returns for a successful acquisition.
+type Grant struct {
+	// Fence is the fencing token (see the package doc).
+	Fence uint64
+	// Lost, when non-nil, is closed by the store when the lease can no longer
+	// be held, independently of renewals (an etcd lease or a ZooKeeper
+	// session died). The Client then reports the lease lost at once.
+	Lost <-chan struct{}
+}
+
+// Info describes the holder of a key, as Inspect reports it.
+type Info struct {
+	// Key is the lease name.
+	Key string
+	// Held is false when nobody holds the key; the other fields are then zero
+	// except Fence, which a store may set to the last fence it granted.
+	Held bool
+	// Holder is the holder's identity, if the store keeps it.
+	Holder string
+	// Fence is the holder's fencing token.
+	Fence uint64
+	// Remaining is the store's view of the time left before the lease
+	// expires; 0 when it cannot tell.
+	Remaining time.Duration
+}
+
+// Caps declares what a store can do and the limits it honours. The Client
+// reads it once, when it is created, and checks every request against it.
+type Caps struct {
+	// MinTTL is the shortest TTL the backend honours (0: the Client's own
+	// minimum).
+	MinTTL time.Duration
+	// MaxTTL is the longest TTL the backend honours (0: no limit).
+	MaxTTL time.Duration
+	// MaxKeyLen is the longest key in bytes (0: the Client's own limit).
+	MaxKeyLen int
+	// FIFO says the store keeps a queue of waiters per key (see the package
+	// doc).
+	FIFO bool
+	// MaxWaiters is the cap of live waiters per key of a FIFO store, between
+	// 1 and MaxMaxWaiters; 0 means DefaultMaxWaiters.
+	MaxWaiters int
+}
+
+// DefaultMaxWaiters is the default cap of live waiters per key of a FIFO
+// store. Each waiter costs its client memory (about 10 KiB) and the store a
+// queue entry; the cap bounds both.
+const DefaultMaxWaiters = 1024
+
+// MaxMaxWaiters is the largest cap of waiters per key.
+const MaxMaxWaiters = 1 << 20
+
+// Store is the adapter between the Client and one backend. See the package
+// doc for the rules every method follows.
+type Store interface {
+	// Caps declares the store's capabilities and limits.
+	Caps() Caps
+	// Acquire takes r.Key for r.Token for r.TTL if the key is free or
+	// expired (and, for a FIFO store, no waiter is queued ahead).
+	Acquire(ctx context.Context, r Request) (Grant, error)
+	// Renew extends the lease to r.TTL from now if r.Token still holds r.Key.
+	Renew(ctx context.Context, r Request) error
+	// Release frees r.Key if r.Token holds it, and removes r.Token from the
+	// key's queue.
+	Release(ctx context.Context, r Request) error
+	// Inspect reports who holds key. A free key is not an error.
+	Inspect(ctx context.Context, key string) (Info, error)
+	// Close releases the store's own resources (not a backend client it was
+	// given, unless its documentation says so).
+	Close() error
+}
+
+// BatchRenewer is implemented by stores that renew many leases in one round
+// trip. RenewMany returns one error per request, in order, with Renew's
+// meaning; if the whole call failed, every element holds that error.
+type BatchRenewer interface {
+	RenewMany(ctx context.Context, rs []Request) []error
+}
+
+// Notifier is implemented by stores that announce releases, so that waiters
+// wake as soon as a key is freed instead of when the holder's TTL would run
+// out.
+type Notifier interface {
+	// Subscribe opens one subscription to the release announcements of every
+	// key of the store. It returns once the subscription is active: any
+	// release after it returns is announced.
+	Subscribe(ctx context.Context) (Subscription, error)
+}
+
+// Subscription delivers release announcements. One Client shares one
+// Subscription among all its waiters; its reader is the only goroutine a
+// store may run.
+type Subscription interface {
+	// Next blocks until a key may have been released, or ctx ends. An error
+	// may mean announcements were lost: the Client then wakes every waiter
+	// and subscribes again.
+	Next(ctx context.Context) (Announcement, error)
+	// Close ends the subscription and unblocks Next.
+	Close() error
+}
+
+// Announcement says that a key may have been released. It only wakes
+// waiters: nobody is granted anything on its word (anyone allowed to publish
+// on the backend's channel could forge one).
+type Announcement struct {
+	// Key may be free.
+	Key string
+	// Next, when not empty, is the queued token a FIFO store will grant Key
+	// to next: the Client then wakes only that waiter, the others would be
+	// refused. Empty: every waiter of Key looks.
+	Next string
+}
