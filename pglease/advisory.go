@@ -1,8 +1,7 @@
-// Advisory mode: each lease is a session-level advisory lock. The leases of
+// AdvisoryStore: each lease is a session-level advisory lock. The leases of
 // one TTL share one dedicated connection (a server session taken out of the
-// pool) while any of them is held, so that a heartbeat round is one
-// statement per session however many leases it holds. The server frees the
-// locks when the session ends, and ends a session idle for the TTL.
+// pool) while any of them is held; the server frees the locks when the
+// session ends, and ends a session idle for the TTL.
 
 package pglease
 
@@ -15,159 +14,420 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// session is a dedicated connection whose server session holds the
-// advisory locks of this store's leases of one TTL.
-type session struct {
-	mu    sync.Mutex // a pgx.Conn serves one statement at a time
-	conn  *pgx.Conn
-	ttlMs int64 // the leases' TTL: idle_session_timeout while it holds any
-	pid   int32 // the server process, from the first statement (under mu)
+// MaxAdvisoryTTL is the longest TTL of an AdvisoryStore:
+// idle_session_timeout is a 32-bit number of milliseconds.
+const MaxAdvisoryTTL = (1<<31 - 1) * time.Millisecond
 
-	// Under Store.mu (leases also under mu: a statement that changes the
-	// session's idle timeout reads it in order with the grants).
-	leases int  // leases held through the session
-	users  int  // calls using it now
-	dead   bool // closed: its locks are gone
-}
-
-// heldLease is a lease held through one of the store's sessions.
-type heldLease struct {
-	sess *session
-	key  string
-}
-
-// errElsewhere: a Renew through a store that does not hold the session.
-var errElsewhere = errors.New("held through another Store's connection; only that Store can renew it")
-
-// errSessionGone: the session was closed (after a failure, or by Close)
-// while a call waited for it; the call may be retried on a new one.
-var errSessionGone = errors.New("the advisory-lock session ended")
-
-// ErrPooler is wrapped in the error of a renewal that found its statement
-// running in another server session than the one that took the lock: the
-// pool connects through a transaction-mode pooler (pgbouncer
-// pool_mode=transaction), which advisory mode cannot work behind.
+// ErrPooler is wrapped in the error of a statement that ran in another
+// server session than the one holding its locks: the pool goes through a
+// transaction-mode pooler, which an AdvisoryStore cannot work behind.
 var ErrPooler = errors.New("pglease: the lease's statements ran in a different server session: " +
-	"advisory mode needs session pooling (not pgbouncer pool_mode=transaction or statement)")
+	"advisory locks need session pooling (not pgbouncer pool_mode=transaction or statement)")
 
-func heldKey(token, key string) string { return token + "\x00" + key }
+// errSessionGone: the session ended while a call waited for it.
+var errSessionGone = errors.New("pglease: the advisory-lock session ended")
 
-// lookup returns r's held lease, using its session (release with done).
-func (s *Store) lookup(r lease.Request) *heldLease {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.held[heldKey(r.Token, r.Key)]
-	if h != nil {
-		h.sess.users++
-	}
-	return h
+// AdvisoryStore holds each lease as a session-level advisory lock. It is
+// safe for concurrent use and does not own the pool: Close closes only the
+// connections it took out of it.
+type AdvisoryStore struct {
+	base
+	acquireSQL, renewSQL, releaseSQL, leaveSQL, inspectSQL, fenceSQL string
+
+	mu       sync.Mutex
+	sessions map[int64]*session    // by TTL in ms
+	held     map[string]*heldLease // by key: one lease per key per store
+	idle     []*pgx.Conn
+	closed   bool
 }
 
-// take removes r's held lease and returns it, using its session (release
-// with done); the session counts one lease less.
-func (s *Store) take(r lease.Request) *heldLease {
+// session is a dedicated connection holding the locks of one TTL's leases.
+type session struct {
+	mu    sync.Mutex // one statement at a time
+	conn  *pgx.Conn
+	ttlMs int64
+	pid   int32 // the server process, from the first statement (under mu)
+	// Under AdvisoryStore.mu:
+	leases, users int
+	dead          bool
+}
+
+type heldLease struct {
+	sess  *session
+	token string
+}
+
+// NewAdvisory returns an AdvisoryStore over pool (WithMode is ignored).
+func NewAdvisory(pool *pgxpool.Pool, opts ...Option) (*AdvisoryStore, error) {
+	n, _, err := newNames(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newAdvisory(pool, n)
+}
+
+// lockHeld is true when the advisory lock ($C, $O) is granted to the
+// session c.pid (any session if PID is true) in this database.
+const lockHeld = `EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND PID
+	AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND k.classid = $C::int4::oid AND k.objid = $O::int4::oid AND k.objsubid = 2)`
+
+// advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 keepalive idle
+// in s, $12 tcp_user_timeout in ms, $13 may try the lock (this store holds
+// no lease of the key: session locks are re-entrant). Only the head of the
+// queue tries the lock, unless the token holds it through another store
+// (o: a retry elsewhere, granted as it is); in the same statement the row gets the token and
+// fence+1, and the session a server-side expiry: idle_session_timeout = TTL,
+// and TCP settings that drop a vanished peer in about TTL + 1 s.
+const advisoryAcquire = `WITH ` + liveQueue + `,
+o AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND HELD) AS ours),
+l AS MATERIALIZED (SELECT ok, CASE WHEN ok THEN set_config('idle_session_timeout', $10, false)
+		|| set_config('tcp_keepalives_idle', $11, false) || set_config('tcp_keepalives_interval', '1', false)
+		|| set_config('tcp_keepalives_count', '1', false) || set_config('tcp_user_timeout', $12, false) END AS s
+	FROM (SELECT CASE WHEN $13::bool AND (SELECT n FROM ah) = 0 AND NOT (SELECT ours FROM o)
+		THEN pg_try_advisory_lock($8, $9) ELSE false END AS ok) t),
+acq AS (
+	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid)
+	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond', pg_backend_pid() FROM l WHERE l.ok
+	ON CONFLICT (ns, key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
+		fence = r.fence + 1, expires_at = excluded.expires_at, pid = excluded.pid
+	RETURNING r.fence
+),
+QUEUE
+SELECT l.ok, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
+	COALESCE(c.token IS NOT NULL AND HELD, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), o.ours
+FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+
+// advisoryRelease, on the lease's session: $5 class, $6 object, $7 the
+// session's idle_session_timeout afterwards ('0' once it holds no lease).
+const advisoryRelease = `WITH r AS (
+	UPDATE T SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE ns = $1 AND key = $2 AND token = $3 AND pid = pg_backend_pid()
+	RETURNING 1
+),
+`
+
+// advisoryRenewed ends an advisory renewal ($5 TTL in ms, $6 the keys'
+// objects, $7 class, $8 the session's lease count): it gives up the locks of
+// leases whose rows no longer name them (released through another store),
+// and turns the idle timeout off if that was every lease of the session.
+const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT count(*)
+	FROM unnest($2::text[], $3::text[], $6::int4[]) AS x(key, token, obj)
+	WHERE CASE WHEN EXISTS (SELECT 1 FROM u WHERE u.key = x.key AND u.token = x.token) THEN false
+		ELSE pg_advisory_unlock($7, x.obj) END) < $8
+	THEN $5 ELSE '0' END, false)`
+
+func newAdvisory(pool *pgxpool.Pool, n names) (*AdvisoryStore, error) {
+	b, err := newBase(pool, n)
+	if err != nil {
+		return nil, err
+	}
+	held := func(c, o string, any bool) string {
+		pid := "k.pid = c.pid"
+		if any {
+			pid = "true"
+		}
+		return fill(lockHeld, "$C", c, "$O", o, "PID", pid)
+	}
+	granted, released := "((SELECT ok FROM l) OR (SELECT ours FROM o))", "EXISTS (SELECT 1 FROM r)"
+	acquire := fill(queueAfter, "GRANTED", granted, "FREE", "NOT "+held("$8", "$9", true))
+	return &AdvisoryStore{
+		base:       b,
+		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", acquire, "HELD", held("$8", "$9", false))),
+		renewSQL: b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
+		releaseSQL: b.sql(advisoryRelease + fill(releaseAfter, "RELEASED", released, "FREE", "NOT "+held("$5", "$6", true)) +
+			", pg_advisory_unlock($5, $6), set_config('idle_session_timeout', $7, false), pg_backend_pid()"),
+		leaveSQL: b.sql(`WITH r AS (UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + held("$5", "$6", false) + ` RETURNING 1),
+` + fill(releaseAfter, "RELEASED", released, "FREE", "NOT "+held("$5", "$6", true))),
+		inspectSQL: b.sql(`SELECT c.token IS NOT NULL AND ` + held("$3", "$4", false) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`),
+		fenceSQL:   b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + held("$4", "$5", false) + ` FOR SHARE OF c`),
+		sessions:   make(map[int64]*session),
+		held:       make(map[string]*heldLease),
+	}, nil
+}
+
+// Caps reports a FIFO store whose TTLs are at most MaxAdvisoryTTL.
+func (s *AdvisoryStore) Caps() driver.Caps {
+	c := s.caps()
+	c.MaxTTL = MaxAdvisoryTTL
+	return c
+}
+
+// Acquire takes r.Key's lock on the session of r.TTL (see driver.Store); a
+// retry by the holding token renews it.
+func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if h := s.use(r); h != nil {
+		defer s.done(h.sess)
+		fences, err := s.renewOn(ctx, h.sess, []driver.Request{r})
+		if err = renewErr(r.Key, fences[0], err); err != nil {
+			return driver.Grant{}, err
+		}
+		return driver.Grant{Fence: uint64(fences[0])}, nil
+	}
+	ms := int64((r.TTL + time.Millisecond - 1) / time.Millisecond)
+	sess, err := s.join(ctx, ms)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+	}
+	defer s.done(sess)
+	var a acquired
+	err = s.exec(ctx, sess, func(ctx context.Context) (int32, error) {
+		s.mu.Lock()
+		free := s.held[r.Key] == nil
+		s.mu.Unlock()
+		a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), strconv.FormatInt(ms, 10),
+			strconv.FormatInt((ms+999)/1000, 10), strconv.FormatInt(ms+1000, 10), free)
+		if err == nil && a.ok {
+			// Counted before the session serves another statement.
+			s.mu.Lock()
+			s.held[r.Key] = &heldLease{sess: sess, token: r.Token}
+			sess.leases++
+			s.mu.Unlock()
+		}
+		return a.pid, err
+	})
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+	}
+	return a.result(r, s.maxWaiters)
+}
+
+// Renew extends r.Key to r.TTL from now if r.Token holds it on its session.
+func (s *AdvisoryStore) Renew(ctx context.Context, r driver.Request) error {
+	return s.RenewMany(ctx, []driver.Request{r})[0]
+}
+
+// RenewMany renews rs with one statement per session (one per TTL in use).
+func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
+	errs := make([]error, len(rs))
+	bySess := make(map[*session][]int)
+	var order []*session
+	for i, r := range rs {
+		h := s.use(r)
+		switch {
+		case h == nil:
+			errs[i] = renewErr(r.Key, 0, nil)
+			continue
+		case bySess[h.sess] == nil:
+			order = append(order, h.sess)
+		default:
+			s.done(h.sess) // one use per session is enough
+		}
+		bySess[h.sess] = append(bySess[h.sess], i)
+	}
+	for _, sess := range order {
+		idx := bySess[sess]
+		sub := make([]driver.Request, len(idx))
+		for j, i := range idx {
+			sub[j] = rs[i]
+		}
+		fences, err := s.renewOn(ctx, sess, sub)
+		s.done(sess)
+		for j, i := range idx {
+			errs[i] = renewErr(rs[i].Key, fences[j], err)
+		}
+	}
+	return errs
+}
+
+// renewOn renews rs, all held on sess, in one statement. A failed session
+// has lost its locks: the error then wraps lease.ErrNotHeld.
+func (s *AdvisoryStore) renewOn(ctx context.Context, sess *session, rs []driver.Request) ([]int64, error) {
+	fences := make([]int64, len(rs))
+	objs := make([]int32, len(rs))
+	for i, r := range rs {
+		objs[i] = hash32(r.Key)
+	}
+	err := s.exec(ctx, sess, func(ctx context.Context) (int32, error) {
+		s.mu.Lock()
+		leases := sess.leases
+		s.mu.Unlock()
+		f, pid, err := s.renew(ctx, sess.conn, s.renewSQL, rs, strconv.FormatInt(sess.ttlMs, 10), objs, s.classID, leases)
+		if err != nil {
+			return pid, err
+		}
+		fences = f
+		s.mu.Lock()
+		for i, r := range rs {
+			if h := s.held[r.Key]; f[i] == 0 && h != nil && h.token == r.Token {
+				delete(s.held, r.Key)
+				sess.leases--
+			}
+		}
+		s.mu.Unlock()
+		return pid, nil
+	})
+	if err != nil {
+		return fences, fmt.Errorf("%w: the lease's session failed: %w", lease.ErrNotHeld, err)
+	}
+	return fences, nil
+}
+
+// Release frees r.Key's lock and row if r.Token holds it through this
+// store; otherwise it only takes r.Token out of the key's queue.
+func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
+	args := []any{s.ns, r.Key, r.Token, s.channelName, s.classID, hash32(r.Key)}
+	var (
+		released bool
+		notified int64
+		commit   string
+	)
+	h := s.use(r)
+	if h == nil {
+		// Not held through this store: a waiter leaving the queue, or a
+		// release through another store (the holder's session gives its
+		// lock up at its next renewal).
+		if err := s.pool.QueryRow(ctx, s.leaveSQL, args...).Scan(&released, &notified, &commit); err != nil {
+			return fmt.Errorf("pglease: release %q: %w", r.Key, err)
+		}
+		if !released {
+			return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
+		}
+		return nil
+	}
+	defer s.done(h.sess)
+	err := s.exec(ctx, h.sess, func(ctx context.Context) (int32, error) {
+		s.mu.Lock()
+		mine := s.held[r.Key] == h
+		if mine {
+			delete(s.held, r.Key)
+			h.sess.leases--
+		}
+		idle := "0"
+		if h.sess.leases > 0 {
+			idle = strconv.FormatInt(h.sess.ttlMs, 10)
+		}
+		s.mu.Unlock()
+		if !mine {
+			return h.sess.pid, nil // given up by a renewal meanwhile
+		}
+		var (
+			unlocked bool
+			pid      int32
+			set      string
+		)
+		err := h.sess.conn.QueryRow(ctx, s.releaseSQL, append(args, idle)...).
+			Scan(&released, &notified, &commit, &unlocked, &set, &pid)
+		if err == nil && !unlocked {
+			err = errors.New("the session did not hold the lock")
+		}
+		return pid, err
+	})
+	switch {
+	case err != nil:
+		// The failure ended the session, which frees its locks.
+		return nil
+	case !released:
+		return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// Inspect reports who holds key: the row names a token whose session holds
+// the lock. For a free key, Fence is the last granted.
+func (s *AdvisoryStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return s.inspect(ctx, key, s.inspectSQL, s.classID, hash32(key))
+}
+
+// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
+// row lock, that the row still names l's token and fence and that its
+// session holds the lock: a holder whose lock is gone is rejected with an
+// error matching lease.ErrNotHeld.
+func (s *AdvisoryStore) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	var obj int32
+	if l != nil {
+		obj = hash32(l.Key())
+	}
+	return s.fencedTx(ctx, l, fn, s.fenceSQL, s.classID, obj)
+}
+
+// use returns r's held lease, counting a use of its session (end with done).
+func (s *AdvisoryStore) use(r driver.Request) *heldLease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := heldKey(r.Token, r.Key)
-	h := s.held[k]
-	if h != nil {
-		delete(s.held, k)
-		h.sess.users++
+	h := s.held[r.Key]
+	if h == nil || h.token != r.Token {
+		return nil
 	}
+	h.sess.users++
 	return h
 }
 
 // join returns the session for leases of ttlMs, opening one (an idle
-// connection of the store's, or one taken out of the pool for good) if
-// there is none; the caller uses it until done.
-func (s *Store) join(ctx context.Context, ttlMs int64) (*session, error) {
+// connection, or one taken out of the pool for good) if there is none.
+func (s *AdvisoryStore) join(ctx context.Context, ttlMs int64) (*session, error) {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("pglease: store closed: %w", lease.ErrClosed)
-	}
-	if sess := s.sessions[ttlMs]; sess != nil {
+	if sess := s.sessions[ttlMs]; sess != nil && !s.closed {
 		sess.users++
 		s.mu.Unlock()
 		return sess, nil
 	}
+	var conn *pgx.Conn
+	if n := len(s.idle); n > 0 {
+		conn, s.idle = s.idle[n-1], s.idle[:n-1]
+	}
 	s.mu.Unlock()
-	conn, err := s.getConn(ctx)
-	if err != nil {
-		return nil, err
+	if conn == nil {
+		pc, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conn = pc.Hijack()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		closeConn(conn)
-		return nil, fmt.Errorf("pglease: store closed: %w", lease.ErrClosed)
+		return nil, lease.ErrClosed
 	}
 	sess := s.sessions[ttlMs]
 	if sess == nil {
 		sess = &session{conn: conn, ttlMs: ttlMs}
 		s.sessions[ttlMs] = sess
 	} else {
-		s.parkLocked(conn) // opened meanwhile by another call
+		s.park(conn) // opened meanwhile by another call
 	}
 	sess.users++
 	return sess, nil
 }
 
-// done ends a call's use of sess; a session that holds no lease and is not
-// used is parked for reuse (its idle timeout is already off).
-func (s *Store) done(sess *session) {
+// done ends a use of sess; a session that holds no lease and is not used is
+// parked for reuse (its idle timeout is already off).
+func (s *AdvisoryStore) done(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess.users--
 	if sess.users > 0 || sess.leases > 0 || sess.dead {
 		return
 	}
-	if s.sessions[sess.ttlMs] == sess {
-		delete(s.sessions, sess.ttlMs)
-	}
+	delete(s.sessions, sess.ttlMs)
 	sess.dead = true // no longer a session: the connection moves on
-	s.parkLocked(sess.conn)
+	s.park(sess.conn)
 }
 
-// kill closes sess after a failure: the server frees its locks, and every
-// lease held through it is forgotten (its next renewal reports it lost).
-func (s *Store) kill(sess *session) {
-	s.mu.Lock()
-	if sess.dead {
-		s.mu.Unlock()
+// park keeps conn for reuse, or closes it; s.mu is held.
+func (s *AdvisoryStore) park(conn *pgx.Conn) {
+	if s.closed || len(s.idle) >= s.maxIdle || conn.IsClosed() {
+		closeConn(conn)
 		return
 	}
-	sess.dead = true
-	if s.sessions[sess.ttlMs] == sess {
-		delete(s.sessions, sess.ttlMs)
-	}
-	for k, h := range s.held {
-		if h.sess == sess {
-			delete(s.held, k)
-		}
-	}
-	sess.leases = 0
-	s.mu.Unlock()
-	closeConn(sess.conn)
+	s.idle = append(s.idle, conn)
 }
 
-// stmtTimeout bounds a statement on a session. The caller's ctx does not
-// interrupt it: pgx ends the connection of a cancelled statement, and with
-// it every lease held through the session, so a statement once sent runs to
-// its end or to this bound (statements take milliseconds; a session that
-// is stuck for a TTL has lost its leases anyway).
-func stmtTimeout(ttlMs int64) time.Duration {
-	return max(time.Duration(ttlMs)*time.Millisecond, time.Second)
-}
-
-// exec runs fn on sess's connection, one call at a time. An error of fn, or
-// a statement that ran in another server process than the session's first,
-// ends the session (its locks may be in any state).
-func (s *Store) exec(ctx context.Context, sess *session, fn func(ctx context.Context, conn *pgx.Conn) (pid int32, err error)) error {
+// exec runs fn, a statement on sess, one at a time. A failure, or a
+// statement that ran in another server process than the session's first,
+// ends the session: its locks may be in any state, and the server frees
+// them. fn's ctx keeps ctx's deadline but not its cancellation: pgx cuts
+// the connection of a cancelled statement, and with it every lease of the
+// session.
+func (s *AdvisoryStore) exec(ctx context.Context, sess *session, fn func(ctx context.Context) (int32, error)) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	s.mu.Lock()
@@ -176,340 +436,60 @@ func (s *Store) exec(ctx context.Context, sess *session, fn func(ctx context.Con
 	if dead {
 		return errSessionGone
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stmtTimeout(sess.ttlMs))
-	defer cancel()
-	pid, err := fn(sctx, sess.conn)
+	sctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(sctx, dl)
+		defer cancel()
+	}
+	pid, err := fn(sctx)
 	if err == nil && sess.pid != 0 && pid != sess.pid {
 		err = fmt.Errorf("%w (the session's server process was %d, the statement ran in %d)", ErrPooler, sess.pid, pid)
 	}
-	if err != nil {
-		s.kill(sess)
-		return err
+	if err == nil {
+		sess.pid = pid
+		return nil
 	}
-	sess.pid = pid
-	return nil
-}
-
-// idleAfter is the session's idle_session_timeout for its current leases:
-// off once it holds none, so that a parked connection is not ended.
-func (s *Store) idleAfter(sess *session) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sess.leases == 0 {
-		return "0"
-	}
-	return strconv.FormatInt(sess.ttlMs, 10)
-}
-
-func (s *Store) advAcquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	if h := s.lookup(r); h != nil {
-		// A retry by the holding token: refresh the TTL on its session.
-		defer s.done(h.sess)
-		fence, err := s.advRenewHeld(ctx, r, h)
-		if err != nil {
-			return lease.Grant{}, err
+	if !sess.dead {
+		sess.dead = true
+		if s.sessions[sess.ttlMs] == sess {
+			delete(s.sessions, sess.ttlMs)
 		}
-		return lease.Grant{Fence: fence}, nil
-	}
-	ms := ttlMillis(r.TTL)
-	secs := (ms + 999) / 1000
-	sess, err := s.join(ctx, ms)
-	if err != nil {
-		return lease.Grant{}, err
-	}
-	defer s.done(sess)
-	var (
-		ok, ours, live   bool
-		fence, us, ahead int64
-		holder           string
-		nset, queued     int64
-	)
-	err = s.exec(ctx, sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
-		var pid int32
-		rows, done, err := s.queryQueued(ctx, conn, r, s.q.advAcquire, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, r.Holder,
-			micros(r.TTL), strconv.FormatInt(ms, 10), strconv.FormatInt(secs, 10), strconv.FormatInt(ms+1000, 10),
-			r.Queue, s.chanRaw)
-		if err == nil {
-			err = pgx.ErrNoRows
-			if rows.Next() {
-				err = rows.Scan(&ok, &fence, &ours, &holder, &us, &nset, &pid, &live, &ahead, nil, &queued) // nil: wk's count, read only so that it runs
+		for k, h := range s.held {
+			if h.sess == sess {
+				delete(s.held, k)
 			}
-			rows.Close()
-			err = errors.Join(err, rows.Err(), done())
 		}
-		if err == nil && ok {
-			// Counted before the session serves another statement: a
-			// release in between must not switch the idle timeout off.
-			s.mu.Lock()
-			s.held[heldKey(r.Token, r.Key)] = &heldLease{sess: sess, key: r.Key}
-			sess.leases++
-			s.mu.Unlock()
-		}
-		return pid, err
-	})
-	if err != nil {
-		// A failed statement ended the session (the lock may have been
-		// taken before the error, and a rollback does not free a session
-		// lock).
-		return lease.Grant{}, err
 	}
-	if !ok {
-		if ours {
-			// Our token, held through another store's session.
-			return lease.Grant{Fence: uint64(fence)}, nil
-		}
-		if r.Queue && queued == 0 {
-			return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
-		}
-		if ahead > 0 && !live {
-			// Free (or its holder's session is gone), reserved for the
-			// waiters ahead: the lock was not even tried.
-			return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: int(ahead)}
-		}
-		return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(fence),
-			Remaining: time.Duration(us) * time.Microsecond, Queued: int(ahead)}
-	}
-	return lease.Grant{Fence: uint64(fence)}, nil
-}
-
-func (s *Store) advRenew(ctx context.Context, r lease.Request) error {
-	h := s.lookup(r)
-	if h == nil {
-		var held bool
-		err := s.pool.QueryRow(ctx, s.q.advForeignRenew, s.classID, hash32(r.Key), s.ns, r.Key, r.Token).Scan(&held)
-		switch {
-		case err != nil:
-			return err
-		case !held:
-			return lease.ErrNotHeld
-		}
-		return errElsewhere
-	}
-	defer s.done(h.sess)
-	_, err := s.advRenewHeld(ctx, r, h)
+	s.mu.Unlock()
+	closeConn(sess.conn)
 	return err
 }
 
-// advRenewHeld renews r on its session and returns the fence. A failure of
-// the session means the lock is gone (or will be once the server notices):
-// the lease is not held.
-func (s *Store) advRenewHeld(ctx context.Context, r lease.Request, h *heldLease) (uint64, error) {
-	var fence int64
-	err := s.exec(ctx, h.sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
-		var (
-			pid int32
-			set string
-		)
-		err := conn.QueryRow(ctx, s.q.advRenew, s.ns, r.Key, r.Token, micros(r.TTL),
-			strconv.FormatInt(h.sess.ttlMs, 10)).Scan(&fence, &pid, &set)
-		if err == nil && fence == 0 {
-			// The row no longer names us (a Release through another
-			// store): give up our level of the lock too.
-			err = s.forget(ctx, conn, []lease.Request{r}, h.sess)
-		}
-		return pid, err
-	})
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%w: the lease's session failed: %w", lease.ErrNotHeld, err)
-	case fence == 0:
-		return 0, lease.ErrNotHeld
-	}
-	return uint64(fence), nil
-}
-
-// forget drops rs, held through sess but no longer named by their rows, and
-// gives up their locks on conn (sess's, whose statement the caller runs).
-func (s *Store) forget(ctx context.Context, conn *pgx.Conn, rs []lease.Request, sess *session) error {
-	objs := make([]int32, 0, len(rs))
+// Close closes the connections the store keeps, which frees the locks of
+// leases still held (close a Client using the store first), cutting any
+// statement running on them. The pool stays open.
+func (s *AdvisoryStore) Close() error {
 	s.mu.Lock()
-	for _, r := range rs {
-		k := heldKey(r.Token, r.Key)
-		if h := s.held[k]; h != nil && h.sess == sess {
-			delete(s.held, k)
-			sess.leases--
-			objs = append(objs, hash32(r.Key))
-		}
+	s.closed = true
+	idle, sessions := s.idle, s.sessions
+	s.idle, s.sessions = nil, make(map[int64]*session)
+	for _, sess := range sessions {
+		sess.dead = true
 	}
+	clear(s.held)
 	s.mu.Unlock()
-	if len(objs) == 0 {
-		return nil
+	for _, c := range idle {
+		closeConn(c)
 	}
-	var (
-		n   int64
-		set string
-	)
-	return conn.QueryRow(ctx, s.q.advUnlock, s.classID, objs, s.idleAfter(sess)).Scan(&n, &set)
-}
-
-// advRenewMany renews rs[i], i in idx, and sets errs: one statement per
-// session of the store (one per TTL in use); leases held elsewhere one by
-// one, as Renew does.
-func (s *Store) advRenewMany(ctx context.Context, rs []lease.Request, idx []int, errs []error) {
-	bySess := make(map[*session][]int)
-	var order []*session
-	for _, i := range idx {
-		h := s.lookup(rs[i])
-		if h == nil {
-			if err := s.advRenew(ctx, rs[i]); err != nil {
-				errs[i] = fmt.Errorf("pglease: renew %q: %w", rs[i].Key, err)
-			}
-			continue
+	for _, sess := range sessions {
+		if !sess.mu.TryLock() {
+			_ = sess.conn.PgConn().Conn().Close() // cut the running statement
+			sess.mu.Lock()
 		}
-		if _, seen := bySess[h.sess]; !seen {
-			order = append(order, h.sess)
-		} else {
-			s.done(h.sess) // one use per session is enough
-		}
-		bySess[h.sess] = append(bySess[h.sess], i)
-	}
-	for _, sess := range order {
-		s.renewSession(ctx, sess, rs, bySess[sess], errs)
-		s.done(sess)
-	}
-}
-
-// renewSession renews rs[i], i in idx, all held through sess, in one
-// statement; those whose rows no longer name them are given up.
-func (s *Store) renewSession(ctx context.Context, sess *session, rs []lease.Request, idx []int, errs []error) {
-	keys := make([]string, len(idx))
-	tokens := make([]string, len(idx))
-	ttls := make([]float64, len(idx))
-	for j, i := range idx {
-		keys[j], tokens[j], ttls[j] = rs[i].Key, rs[i].Token, micros(rs[i].TTL)
-	}
-	renewed := make(map[string]bool, len(idx))
-	err := s.exec(ctx, sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
-		var (
-			pid          int32
-			set          string
-			rkeys, rtoks []string
-		)
-		err := conn.QueryRow(ctx, s.q.advRenewMany, s.ns, keys, tokens, ttls, strconv.FormatInt(sess.ttlMs, 10)).
-			Scan(&pid, &set, &rkeys, &rtoks)
-		if err != nil {
-			return pid, err
-		}
-		for j := range rkeys {
-			renewed[heldKey(rtoks[j], rkeys[j])] = true
-		}
-		var gone []lease.Request
-		for _, i := range idx {
-			if !renewed[heldKey(rs[i].Token, rs[i].Key)] {
-				gone = append(gone, rs[i])
-			}
-		}
-		return pid, s.forget(ctx, conn, gone, sess)
-	})
-	for _, i := range idx {
-		switch {
-		case err != nil:
-			errs[i] = fmt.Errorf("pglease: renew %q: %w: the lease's session failed: %w", rs[i].Key, lease.ErrNotHeld, err)
-		case !renewed[heldKey(rs[i].Token, rs[i].Key)]:
-			errs[i] = fmt.Errorf("pglease: renew %q: %w", rs[i].Key, lease.ErrNotHeld)
-		}
-	}
-}
-
-func (s *Store) advRelease(ctx context.Context, r lease.Request) error {
-	h := s.take(r)
-	if h == nil {
-		var n, notified int64
-		var commit string
-		err := s.pool.QueryRow(ctx, s.q.advForeignRelease, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, s.chanRaw).
-			Scan(&n, &notified, &commit)
-		switch {
-		case err != nil:
-			return err
-		case n != 1:
-			return lease.ErrNotHeld
-		}
-		return nil
-	}
-	defer s.done(h.sess)
-	var n int64
-	err := s.exec(ctx, h.sess, func(ctx context.Context, conn *pgx.Conn) (int32, error) {
-		s.mu.Lock()
-		h.sess.leases--
-		s.mu.Unlock()
-		var (
-			pid         int32
-			notified    int64
-			unlocked    bool
-			set, commit string
-		)
-		err := conn.QueryRow(ctx, s.q.advRelease, s.classID, hash32(r.Key), s.ns, r.Key, r.Token, s.chanRaw, s.idleAfter(h.sess)).
-			Scan(&n, &notified, &unlocked, &set, &commit, &pid)
-		if err == nil && !unlocked {
-			// Our lock was not there to give up: the session's state is
-			// not what the store believes; end it.
-			err = errors.New("the session did not hold the lock")
-		}
-		return pid, err
-	})
-	if errors.Is(err, errSessionGone) {
-		return nil // the session's end freed the lock
-	}
-	if err != nil {
-		// The failed statement ended the session, which frees the lock
-		// (the server notices at once on a clean close, at worst after the
-		// TTL): the lease is released, without an announcement.
-		return nil
-	}
-	if n != 1 {
-		return lease.ErrNotHeld
+		closeConn(sess.conn)
+		sess.mu.Unlock()
 	}
 	return nil
-}
-
-// getConn returns a dedicated connection: an idle one of the store's, or one
-// taken out of the pool for good.
-func (s *Store) getConn(ctx context.Context) (*pgx.Conn, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("pglease: store closed: %w", lease.ErrClosed)
-	}
-	for len(s.idle) > 0 {
-		c := s.idle[len(s.idle)-1]
-		s.idle = s.idle[:len(s.idle)-1]
-		if !c.IsClosed() {
-			s.mu.Unlock()
-			return c, nil
-		}
-	}
-	s.mu.Unlock()
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return pc.Hijack(), nil
-}
-
-// parkLocked keeps conn (which holds no lock) for reuse, or closes it; s.mu
-// is held.
-func (s *Store) parkLocked(conn *pgx.Conn) {
-	if s.closed || len(s.idle) >= s.maxIdle || conn.IsClosed() {
-		closeConn(conn)
-		return
-	}
-	s.idle = append(s.idle, conn)
-}
-
-// closeConn closes conn, bounded in time (the connection's Terminate
-// message is a single write, so callers that hold s.mu do not wait long);
-// the server ends the session.
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// ttlMillis rounds d up to whole milliseconds.
-func ttlMillis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
 }

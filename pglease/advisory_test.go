@@ -18,7 +18,7 @@ import (
 )
 
 // holderPID returns the server process of the session holding key.
-func holderPID(t *testing.T, s *pglease.Store, key string) int32 {
+func holderPID(t *testing.T, s pglease.Store, key string) int32 {
 	t.Helper()
 	pool := sharedPool(t)
 	var pid int32

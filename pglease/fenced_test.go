@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
@@ -109,7 +110,7 @@ func TestFencedTxStalledHolder(t *testing.T) {
 }
 
 // waitExpired polls s until key is no longer held, failing t after d.
-func waitExpired(t *testing.T, ctx context.Context, s lease.Store, key string, d time.Duration) {
+func waitExpired(t *testing.T, ctx context.Context, s driver.Store, key string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

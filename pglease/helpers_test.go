@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
@@ -74,12 +75,12 @@ func migrate(t testing.TB, pool *pgxpool.Pool, opts ...pglease.Option) {
 
 // newStore returns a store on pool in mode under a fresh namespace, closed
 // when the test ends.
-func newStore(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, opts ...pglease.Option) *pglease.Store {
+func newStore(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, opts ...pglease.Option) pglease.Store {
 	t.Helper()
 	return storeNS(t, pool, mode, namespace(t), opts...)
 }
 
-func storeNS(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, ns string, opts ...pglease.Option) *pglease.Store {
+func storeNS(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, ns string, opts ...pglease.Option) pglease.Store {
 	t.Helper()
 	opts = append([]pglease.Option{pglease.WithMode(mode), pglease.WithNamespace(ns)}, opts...)
 	s, err := pglease.New(pool, opts...)
@@ -96,7 +97,7 @@ func storeNS(t testing.TB, pool *pgxpool.Pool, mode pglease.Mode, ns string, opt
 
 // subscribe opens a subscription to s's announcements, closed when the test
 // ends.
-func subscribe(t testing.TB, ctx context.Context, s *pglease.Store) lease.Subscription {
+func subscribe(t testing.TB, ctx context.Context, s pglease.Store) driver.Subscription {
 	t.Helper()
 	sub, err := s.Subscribe(ctx)
 	if err != nil {
@@ -107,7 +108,7 @@ func subscribe(t testing.TB, ctx context.Context, s *pglease.Store) lease.Subscr
 }
 
 // newClient returns a lease.Client over s, closed when the test ends.
-func newClient(t testing.TB, s lease.Store, opts ...lease.Option) *lease.Client {
+func newClient(t testing.TB, s driver.Store, opts ...lease.Option) *lease.Client {
 	t.Helper()
 	c, err := lease.New(s, opts...)
 	if err != nil {
@@ -129,8 +130,8 @@ func randHex(n int) string {
 // token returns a fresh lease token (32 hex characters).
 func token() string { return randHex(16) }
 
-func req(key, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
+func req(key, holder string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
 }
 
 // modes lists both modes, for table-driven tests.

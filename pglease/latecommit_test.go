@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
@@ -21,7 +22,7 @@ import (
 // insertEntryUncommitted inserts r's queue entry as a refused Acquire would,
 // in a transaction left open: the entry has its seq, and no other statement
 // sees it until the caller commits.
-func insertEntryUncommitted(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s *pglease.Store, r lease.Request) func() {
+func insertEntryUncommitted(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s pglease.Store, r driver.Request) func() {
 	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -41,11 +42,11 @@ func insertEntryUncommitted(t *testing.T, ctx context.Context, pool *pgxpool.Poo
 }
 
 // nextAnnouncement returns sub's next announcement, bounded in time.
-func nextAnnouncement(t *testing.T, ctx context.Context, sub lease.Subscription, d time.Duration) (lease.Announcement, error) {
+func nextAnnouncement(t *testing.T, ctx context.Context, sub driver.Subscription, d time.Duration) (driver.Announcement, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return sub.(lease.Announcer).NextAnnouncement(ctx)
+	return sub.Next(ctx)
 }
 
 // TestQueueEntryCommittedLate: X queues first (its entry takes the lower

@@ -1,31 +1,31 @@
-// Options of the PostgreSQL store: table name, mode, namespace.
+// Options, and the names derived from the table: queue table, index, channel.
 
 package pglease
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // DefaultTable is the lease table's name when WithTable is not given.
 const DefaultTable = "leasekit_leases"
 
-// Mode selects how a Store holds leases; see the package documentation.
+// Mode selects which store New returns.
 type Mode int
 
 const (
-	// ModeTable (the default) keeps each lease as a row whose expiry the
-	// server's clock enforces. Every operation is one statement on any pooled
-	// connection.
+	// ModeTable (the default): New returns a [TableStore].
 	ModeTable Mode = iota
-	// ModeAdvisory holds each lease as a session-level advisory lock on a
-	// connection taken out of the pool, shared by the store's leases of the
-	// same TTL while any is held. The server frees the locks when the session
-	// ends, and ends an idle session after the TTL (idle_session_timeout).
+	// ModeAdvisory: New returns an [AdvisoryStore].
 	ModeAdvisory
 )
 
@@ -47,7 +47,7 @@ type config struct {
 	maxWaiters int
 }
 
-// Option configures a Store.
+// Option configures a store.
 type Option func(*config)
 
 // WithTable sets the lease table (default [DefaultTable]): a name of at most
@@ -55,37 +55,72 @@ type Option func(*config)
 // an identifier, so it is case-sensitive and may not contain a NUL byte.
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
-// WithMode selects table mode (the default) or advisory mode.
+// WithMode selects the store New returns (default ModeTable).
 func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 
 // WithNamespace isolates the store's keys: stores with different namespaces
 // share the table but never each other's keys. The default is "".
 func WithNamespace(ns string) Option { return func(c *config) { c.ns = ns } }
 
-// WithMaxIdleConns sets how many dedicated connections an advisory-mode
-// store keeps for reuse once they hold no lease (default 4); more are
-// closed. Table mode ignores it.
+// WithMaxIdleConns sets how many dedicated connections an AdvisoryStore
+// keeps for reuse once they hold no lease (default 4). A TableStore ignores
+// it.
 func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
 
 // WithMaxWaiters caps each key's queue of waiters at n (default
-// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
-// when the queue holds n live waiters, queues nothing and fails with a
-// *[lease.QueueFullError]. The cap is exact: a queued attempt takes a
-// transaction-level advisory lock of its key (pg_advisory_xact_lock, the
-// one-bigint form, keyed by a hash of table, namespace and key) in the same
-// round trip, before the statement that counts the queue. New
-// refuses n outside 1..[lease.MaxMaxWaiters] with an error matching
-// [lease.ErrInvalid].
+// [driver.DefaultMaxWaiters]), exactly; constructors refuse n outside
+// 1..[driver.MaxMaxWaiters].
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+// names is what a store derives from its options.
+type names struct {
+	ns                     string
+	table, queue, index    string // quoted
+	indexName, channelName string // unquoted
+	classID                int32  // the namespace half of advisory lock keys
+	maxWaiters             int
+	maxIdle                int
+}
+
+func newNames(opts []Option) (names, Mode, error) {
+	c := config{table: DefaultTable, maxIdle: 4, maxWaiters: driver.DefaultMaxWaiters}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	ident, err := parseTable(c.table)
+	switch {
+	case err != nil:
+	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
+		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
+	case c.maxIdle < 0:
+		err = lease.Invalid("max idle conns", "%d is negative", c.maxIdle)
+	case c.mode != ModeTable && c.mode != ModeAdvisory:
+		err = lease.Invalid("mode", "unknown mode %d", int(c.mode))
+	}
+	if err != nil {
+		return names{}, 0, fmt.Errorf("pglease: %w", err)
+	}
+	base := ident[len(ident)-1]
+	queue := append(pgx.Identifier{}, ident...)
+	queue[len(queue)-1] = derivedName(base, "_queue")
+	indexName := derivedName(base, "_queue_expiry")
+	whole := strings.Join(ident, ".") + "\x00" + c.ns
+	sum := sha256.Sum256([]byte(whole))
+	return names{
+		ns: c.ns, table: ident.Sanitize(), queue: queue.Sanitize(),
+		index: pgx.Identifier{indexName}.Sanitize(), indexName: indexName,
+		channelName: "leasekit_" + hex.EncodeToString(sum[:12]),
+		classID:     hash32(whole), maxWaiters: c.maxWaiters, maxIdle: c.maxIdle,
+	}, c.mode, nil
+}
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are truncated.
 const maxIdentLen = 63
 
 // parseTable splits and checks a table name.
 func parseTable(name string) (pgx.Identifier, error) {
-	if name == "" {
-		return nil, lease.Invalid("table", "empty name")
-	}
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
 		return nil, lease.Invalid("table", "%q has more than one dot (use \"table\" or \"schema.table\")", name)
@@ -95,10 +130,32 @@ func parseTable(name string) (pgx.Identifier, error) {
 		case p == "":
 			return nil, lease.Invalid("table", "%q has an empty part", name)
 		case len(p) > maxIdentLen:
-			return nil, lease.Invalid("table", "%q: %q is %d bytes, longer than PostgreSQL's limit of %d", name, p, len(p), maxIdentLen)
+			return nil, lease.Invalid("table", "%q: %q is longer than PostgreSQL's limit of %d bytes", name, p, maxIdentLen)
 		case strings.IndexByte(p, 0) >= 0:
 			return nil, lease.Invalid("table", "%q contains a NUL byte", name)
 		}
 	}
 	return pgx.Identifier(parts), nil
+}
+
+// derivedName is base+suffix, or, when that would pass PostgreSQL's
+// identifier limit, base cut (at a character boundary) and followed by a
+// hash of the whole base, then suffix.
+func derivedName(base, suffix string) string {
+	if len(base)+len(suffix) <= maxIdentLen {
+		return base + suffix
+	}
+	tag := fmt.Sprintf("_%08x", uint32(hash32(base)))
+	cut := maxIdentLen - len(suffix) - len(tag)
+	for cut > 0 && !utf8.RuneStart(base[cut]) {
+		cut--
+	}
+	return base[:cut] + tag + suffix
+}
+
+// hash32 is the 32-bit FNV-1a hash of s, as an int4 for pg_advisory_lock.
+func hash32(s string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return int32(h.Sum32())
 }

@@ -39,4 +39,3 @@ func (p *privatePG) crash() {
 	}
 }
 
-func freePort(t testing.TB) int { return pgtest.FreePort(t) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/pgtest"
 	"github.com/leasekit/lease/internal/testcert"
 	"github.com/leasekit/lease/pglease"
@@ -84,12 +85,12 @@ func TestSQLInjectionInert(t *testing.T) {
 			s := storeNS(t, pool, mode, namespace(t)+text)
 			key := text
 			holder := "holder " + text
-			r := lease.Request{Key: key, Token: token(), Holder: holder, TTL: 5 * time.Second}
+			r := driver.Request{Key: key, Token: token(), Holder: holder, TTL: 5 * time.Second}
 			g, err := s.Acquire(ctx, r)
 			if err != nil {
 				t.Fatalf("%v #%d: Acquire(%q): %v", mode, i, key, err)
 			}
-			if _, err := s.Acquire(ctx, lease.Request{Key: key, Token: token(), Holder: "x", TTL: time.Second}); !errors.Is(err, lease.ErrHeld) {
+			if _, err := s.Acquire(ctx, driver.Request{Key: key, Token: token(), Holder: "x", TTL: time.Second}); !errors.Is(err, lease.ErrHeld) {
 				t.Fatalf("%v: second Acquire(%q) = %v, want ErrHeld", mode, key, err)
 			}
 			info, err := s.Inspect(ctx, key)

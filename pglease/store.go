@@ -1,348 +1,321 @@
-// Store: construction, Migrate, limits, input validation and the dispatch of
-// each operation to table mode (table.go) or advisory mode (advisory.go).
+// What both stores share: New, the schema and Migrate, the queue's SQL, the
+// queue lock, Inspect, FencedTx and the LISTEN subscription.
 
 package pglease
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// MaxKeyLen is the longest lease key, in bytes, the store accepts.
-const MaxKeyLen = lease.MaxKeyLen
-
-// MinTTL is the shortest TTL the store accepts: expiries are kept in
-// microseconds (table mode) and idle_session_timeout in milliseconds
-// (advisory mode).
-const MinTTL = time.Millisecond
-
-// MaxAdvisoryTTL is the longest TTL in advisory mode: idle_session_timeout
-// is a 32-bit number of milliseconds.
-const MaxAdvisoryTTL = (1<<31 - 1) * time.Millisecond
+// Store is what both PostgreSQL stores, [TableStore] and [AdvisoryStore],
+// offer: a [driver.Store] with batched renewals and release announcements,
+// the schema (Migrate) and fenced writes.
+type Store interface {
+	driver.Store
+	driver.BatchRenewer
+	driver.Notifier
+	// Migrate creates the tables if they do not exist (see the package doc).
+	Migrate(ctx context.Context) error
+	// FencedTx runs fn in a transaction that first checks that l still
+	// holds its key (see the package doc).
+	FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error
+	// Namespace returns the store's namespace.
+	Namespace() string
+	// Table returns the quoted, possibly schema-qualified, lease table.
+	Table() string
+	// QueueTable returns the quoted table of queued waiters beside Table.
+	QueueTable() string
+	// Channel returns the unquoted NOTIFY channel of the store's releases.
+	Channel() string
+}
 
 var (
-	_ lease.Store        = (*Store)(nil)
-	_ lease.BatchRenewer = (*Store)(nil)
-	_ lease.Notifier     = (*Store)(nil)
-	_ lease.Limiter      = (*Store)(nil)
-	_ lease.Queuer       = (*Store)(nil)
+	_ Store = (*TableStore)(nil)
+	_ Store = (*AdvisoryStore)(nil)
 )
 
-// Store keeps leases in PostgreSQL through a pgx pool. It is safe for
-// concurrent use and runs no goroutines. It does not own the pool: Close
-// frees only what the store took out of it (advisory-mode connections).
-type Store struct {
-	pool       *pgxpool.Pool
-	mode       Mode
-	ns         string
-	table      string // the quoted, possibly schema-qualified table name
-	queue      string // the quoted queue table of waiters, beside table
-	queueIndex string // the queue table's index, unquoted (Migrate)
-	channel    string // the quoted NOTIFY channel of (table, ns)
-	chanRaw    string // the channel name unquoted
-	classID    int32  // advisory mode: the namespace half of the lock key
-	q          queries
-	// listening counts open subscriptions: table-mode queue entries then
-	// ask to be handed the key.
-	listening atomic.Int32
-
-	// maxWaiters caps each key's queue (WithMaxWaiters).
-	maxWaiters int
-
-	// Advisory mode: the sessions holding leases, by TTL in ms; the leases
-	// held through them, by token and key; idle connections.
-	mu       sync.Mutex
-	sessions map[int64]*session
-	held     map[string]*heldLease
-	idle     []*pgx.Conn
-	maxIdle  int
-	closed   bool
+// New returns a [TableStore], or an [AdvisoryStore] WithMode(ModeAdvisory).
+// New does not touch the database: call Migrate once.
+func New(pool *pgxpool.Pool, opts ...Option) (Store, error) {
+	n, mode, err := newNames(opts)
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModeAdvisory {
+		return newAdvisory(pool, n)
+	}
+	return newTable(pool, n)
 }
 
-// New returns a Store over pool. The table must exist: call [Store.Migrate]
-// once (at deployment or start-up); New does not touch the database.
-func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+// LeaseRef identifies a held lease; *lease.Lease implements it.
+type LeaseRef interface {
+	Key() string
+	Token() string
+	Fence() uint64
+}
+
+// base is the connection code both stores share.
+type base struct {
+	names
+	pool *pgxpool.Pool
+	sql  func(string) string // fills in the table names (T, Q) and the queue cap
+}
+
+func newBase(pool *pgxpool.Pool, n names) (base, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
+		return base{}, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
 	}
-	c := config{table: DefaultTable, maxIdle: 4, maxWaiters: lease.DefaultMaxWaiters}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	ident, err := parseTable(c.table)
-	if err != nil {
-		return nil, fmt.Errorf("pglease: %w", err)
-	}
-	if c.mode != ModeTable && c.mode != ModeAdvisory {
-		return nil, fmt.Errorf("pglease: %w", lease.Invalid("mode", "unknown mode %d", int(c.mode)))
-	}
-	if err := validText("namespace", c.ns); err != nil {
-		return nil, fmt.Errorf("pglease: %w", err)
-	}
-	if c.maxIdle < 0 {
-		return nil, fmt.Errorf("pglease: %w", lease.Invalid("max idle conns", "%d is negative", c.maxIdle))
-	}
-	if err := lease.CheckMaxWaiters(c.maxWaiters); err != nil {
-		return nil, fmt.Errorf("pglease: %w", err)
-	}
-	table := ident.Sanitize()
-	queue, index, indexName := queueNames(ident)
-	sum := sha256.Sum256([]byte(strings.Join(ident, ".") + "\x00" + c.ns))
-	chanRaw := "leasekit_" + hex.EncodeToString(sum[:12])
-	s := &Store{
-		pool:       pool,
-		mode:       c.mode,
-		ns:         c.ns,
-		table:      table,
-		queue:      queue,
-		queueIndex: indexName,
-		channel:    pgx.Identifier{chanRaw}.Sanitize(),
-		chanRaw:    chanRaw,
-		classID:    hash32(strings.Join(ident, ".") + "\x00" + c.ns),
-		q:          buildQueries(table, queue, index, c.maxWaiters),
-		sessions:   make(map[int64]*session),
-		held:       make(map[string]*heldLease),
-		maxIdle:    c.maxIdle,
-	}
-	s.maxWaiters = c.maxWaiters
-	return s, nil
+	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
+		"MAXW", strconv.Itoa(n.maxWaiters))
+	return base{names: n, pool: pool, sql: r.Replace}, nil
 }
 
-// Mode returns the store's mode.
-func (s *Store) Mode() Mode { return s.mode }
+func (b *base) Namespace() string  { return b.ns }
+func (b *base) Table() string      { return b.table }
+func (b *base) QueueTable() string { return b.queue }
+func (b *base) Channel() string    { return b.channelName }
 
-// Namespace returns the store's namespace.
-func (s *Store) Namespace() string { return s.ns }
+func (b *base) caps() driver.Caps { return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters} }
 
-// Table returns the quoted, possibly schema-qualified, lease table name.
-func (s *Store) Table() string { return s.table }
+const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
+	ns text NOT NULL, key text NOT NULL, token text, holder text NOT NULL DEFAULT '',
+	fence bigint NOT NULL, expires_at timestamptz, pid integer, PRIMARY KEY (ns, key))`
 
-// QueueTable returns the quoted, possibly schema-qualified, name of the
-// table of queued waiters that Migrate creates beside the lease table: the
-// lease table's name with "_queue" appended (shortened with a hash when that
-// would pass PostgreSQL's 63-byte limit).
-func (s *Store) QueueTable() string { return s.queue }
+const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
+	ns text NOT NULL, key text NOT NULL, token text NOT NULL, seq bigserial NOT NULL,
+	expires_at timestamptz NOT NULL, PRIMARY KEY (ns, key, token))`
 
-// QueuesWaiters reports true: the store hands a freed key to the waiter that
-// has waited longest (see lease.Queuer and the package documentation).
-func (s *Store) QueuesWaiters() bool { return true }
+// queueIndexedSQL reports whether the queue table $1 has the index named $2,
+// from the catalog alone: CREATE INDEX IF NOT EXISTS would lock the table
+// first, behind any open transaction that wrote to it.
+const queueIndexedSQL = `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass AND c.relname = $2)`
 
-// Channel returns the (unquoted) NOTIFY channel on which the store announces
-// releases: one per table and namespace; the payload is the token of the
-// first live waiter ("" if none), a space and its fence when the release
-// handed it the key, a newline and the key.
-func (s *Store) Channel() string { return s.chanRaw }
-
-// Limits reports the store's limits: keys of at most MaxKeyLen bytes, a TTL
-// of at least MinTTL and, in advisory mode, at most MaxAdvisoryTTL.
-func (s *Store) Limits() lease.Limits {
-	l := lease.Limits{MinTTL: MinTTL, MaxKeyLen: MaxKeyLen}
-	if s.mode == ModeAdvisory {
-		l.MaxTTL = MaxAdvisoryTTL
+// Migrate creates the lease table, the queue table beside it and its index,
+// each if missing. It is idempotent and safe to run concurrently; on a
+// migrated database it only reads the catalog.
+func (b *base) Migrate(ctx context.Context) error {
+	if err := b.migrate(ctx); err != nil {
+		return fmt.Errorf("pglease: migrate %s: %w", b.table, err)
 	}
-	return l
+	return nil
 }
 
-// Migrate creates the lease table and, beside it, the table of queued
-// waiters (see [Store.QueueTable]) and its index, each if it does not exist:
-// it is idempotent, safe to run concurrently, and upgrades a database made
-// by an earlier version (which had only the lease table). On a migrated
-// database it only reads the catalog, so it never waits for (nor stalls
-// behind) transactions using the tables. The schema of a schema-qualified
-// name must exist.
-func (s *Store) Migrate(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
+func (b *base) migrate(ctx context.Context) error {
+	tx, err := b.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's unique
-	// indexes: serialise migrations of the same table.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", migrateClass, hash32(s.table)); err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	// indexes: serialise migrations of the same table ("lkmg").
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table)); err != nil {
+		return err
 	}
-	for _, stmt := range []string{s.q.create, s.q.createQueue} {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	for _, stmt := range []string{schemaSQL, queueSchemaSQL} {
+		if _, err := tx.Exec(ctx, b.sql(stmt)); err != nil {
+			return err
 		}
 	}
-	// CREATE INDEX IF NOT EXISTS locks the queue table before it finds the
-	// index: behind any open transaction that wrote to the queue, it would
-	// stall every lease operation of the table. Look in the catalog first.
 	var indexed bool
-	if err := tx.QueryRow(ctx, queueIndexedSQL, s.queue, s.queueIndex).Scan(&indexed); err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+	if err := tx.QueryRow(ctx, queueIndexedSQL, b.queue, b.indexName).Scan(&indexed); err != nil {
+		return err
 	}
 	if !indexed {
-		if _, err := tx.Exec(ctx, s.q.createQueueIndex); err != nil {
-			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
+		if _, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`)); err != nil {
+			return err
 		}
 	}
-	var cols int
-	if err := tx.QueryRow(ctx, queueColumnsSQL, s.queue).Scan(&cols); err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
-	}
-	if cols < 2 {
-		if _, err := tx.Exec(ctx, s.q.addQueueColumns); err != nil {
-			return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pglease: migrate %s: %w", s.table, err)
-	}
-	return nil
+	return tx.Commit(ctx)
 }
 
-// migrateClass is the advisory lock namespace of Migrate ("lkmg").
-const migrateClass int32 = 0x6c6b6d67
+// Acquire statements of both stores: $1 ns, $2 key, $3 token, $4 holder,
+// $5 TTL in µs, $6 queue, $7 channel. liveQueue is the key's live queue q,
+// in the statement's snapshot, and ah.n the live entries ahead of $3 (all
+// of them if it is not queued).
+const liveQueue = `q AS (
+	SELECT token, seq FROM Q WHERE ns = $1 AND key = $2 AND expires_at > clock_timestamp()
+),
+ah AS (
+	SELECT count(*) AS n FROM q WHERE seq < COALESCE((SELECT seq FROM q WHERE token = $3), 9223372036854775807)
+)`
 
-// Close frees the store's own resources: in advisory mode it closes the
-// connections it keeps (which frees the locks of leases still held, so a
-// Client using the store should be closed first), cutting any statement
-// running on them. The pool stays open.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	conns := s.idle
-	s.idle = nil
-	var sessions []*session
-	for ttl, sess := range s.sessions {
-		sess.dead = true
-		sessions = append(sessions, sess)
-		delete(s.sessions, ttl)
-	}
-	clear(s.held)
-	s.mu.Unlock()
-	for _, c := range conns {
-		closeConn(c)
-	}
-	for _, sess := range sessions {
-		if !sess.mu.TryLock() {
-			// A statement is running on it: cut the connection under it
-			// (the statement fails at once), then close what is left.
-			_ = sess.conn.PgConn().Conn().Close()
-			sess.mu.Lock()
-		}
-		closeConn(sess.conn)
-		sess.mu.Unlock()
-	}
-	return nil
+// queueAfter is the queue's part of an acquire statement, after the CTE
+// that grants (GRANTED: a boolean expression over it). enq queues $3 or
+// refreshes its entry in place (an expired entry goes to the back) unless
+// the queue is full; deq takes a granted token out of the queue; gc deletes
+// the key's expired entries without waiting for locked ones. wk: a queued
+// waiter refused from a FREE key because others are ahead announces the key
+// to the head, which a release may have missed (an entry that committed
+// late, docs/design.md).
+const queueAfter = `enq AS (
+	INSERT INTO Q AS e (ns, key, token, expires_at)
+	SELECT $1, $2, $3, clock_timestamp() + $5::float8 * interval '1 microsecond' WHERE $6::bool AND NOT GRANTED
+		AND (EXISTS (SELECT 1 FROM q WHERE token = $3) OR (SELECT count(*) FROM q) < MAXW)
+	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at,
+		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END
+	RETURNING 1
+),
+deq AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND GRANTED RETURNING 1),
+gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1 AND key = $2
+		AND token <> $3 AND expires_at <= clock_timestamp() AND GRANTED IS NOT NULL FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+),
+wk AS (
+	SELECT pg_notify($7, (SELECT token FROM q ORDER BY seq LIMIT 1) || E'\n' || $2)
+	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $3) AND NOT GRANTED AND FREE
+)`
+
+// releaseAfter is the queue's part of a release ($1 ns, $2 key, $3 token,
+// $4 channel), after the CTE that releases (RELEASED): it takes $3 out of
+// the queue, sweeps up to 8 expired entries of the namespace, and announces
+// the key, naming the head of its queue, if it was released or if a waiter
+// left the queue of a FREE key. The release commits without waiting for the
+// WAL: one lost in a crash leaves the lease held until its TTL.
+const releaseAfter = `d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
+gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1
+		AND expires_at <= clock_timestamp() AND RELEASED IS NOT NULL LIMIT 8 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+),
+n AS (
+	SELECT pg_notify($4, COALESCE((SELECT token FROM Q WHERE ns = $1 AND key = $2 AND token <> $3
+		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
+	WHERE RELEASED OR (EXISTS (SELECT 1 FROM d) AND FREE)
+)
+SELECT RELEASED, (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
+
+// remaining is the microseconds left before c.expires_at, by the server's clock.
+const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
+
+// fill replaces the placeholders of a statement's fragment: kv are pairs.
+func fill(frag string, kv ...string) string { return strings.NewReplacer(kv...).Replace(frag) }
+
+// querier is a pgx pool or connection.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free or expired and no
-// live waiter is queued ahead of r.Token, refreshes the TTL if r.Token
-// already holds it, and otherwise returns a *lease.HeldError (whose Queued
-// counts the waiters ahead); with r.Queue it then queues r.Token, or
-// refreshes its place in the queue, for r.TTL (see lease.Queuer).
-func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	if err := validate(r, true); err != nil {
-		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+// acquired is an acquire statement's row.
+type acquired struct {
+	ok, live, ours  bool
+	fence, us       int64
+	holder          string
+	ahead, wk, enqd int64
+	pid             int32
+}
+
+// acquire runs an acquire statement for r on q. A queued attempt first
+// takes r.Key's queue lock (pg_advisory_xact_lock, the one-bigint form) in
+// the same batch, one round trip and one implicit transaction: queued
+// attempts of a key then run one after the other, and each statement's
+// snapshot counts every entry queued before, so the cap is exact.
+func (b *base) acquire(ctx context.Context, q querier, r driver.Request, sql string, args ...any) (acquired, error) {
+	args = append([]any{b.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, b.channelName}, args...)
+	batch := &pgx.Batch{}
+	if r.Queue {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte("leasekit queue\x00" + b.table + "\x00" + b.ns + "\x00" + r.Key))
+		batch.Queue("SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
 	}
-	if err := lease.CheckHolder(r.Holder); err != nil {
-		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+	var a acquired
+	batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, &a.wk, &a.enqd, &a.pid, &a.ours)
+	})
+	return a, q.SendBatch(ctx, batch).Close()
+}
+
+// result turns a into Acquire's outcome.
+func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error) {
+	switch {
+	case a.ok || a.ours:
+		return driver.Grant{Fence: uint64(a.fence)}, nil
+	case r.Queue && a.enqd == 0:
+		return driver.Grant{}, &lease.QueueFullError{Key: r.Key, Max: maxWaiters}
+	case !a.live:
+		// Free but reserved for the waiters ahead, or taken by a statement
+		// that committed after this one's snapshot.
+		return driver.Grant{}, &lease.HeldError{Key: r.Key, Queued: int(a.ahead)}
+	}
+	return driver.Grant{}, &lease.HeldError{Key: r.Key, Holder: a.holder, Fence: uint64(a.fence),
+		Remaining: time.Duration(a.us) * time.Microsecond, Queued: int(a.ahead)}
+}
+
+// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of
+// namespace $1 whose rows match COND, and returns the renewed ones, the
+// session's process and EXTRA.
+const renewSQL = `WITH u AS (
+	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
+	FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
+	WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
+	RETURNING l.key, l.token, l.fence
+)
+SELECT ARRAY(SELECT key FROM u), ARRAY(SELECT token FROM u), ARRAY(SELECT fence FROM u), pg_backend_pid(), EXTRA`
+
+// renew runs a renewSQL statement for rs on q and returns each request's
+// fence, 0 if it was not renewed.
+func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) ([]int64, int32, error) {
+	keys, tokens, ttls := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs))
+	for i, r := range rs {
+		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
 	}
 	var (
-		g   lease.Grant
-		err error
+		rk, rt []string
+		rf     []int64
+		pid    int32
+		x      string
 	)
-	if s.mode == ModeAdvisory {
-		g, err = s.advAcquire(ctx, r)
-	} else {
-		g, err = s.tabAcquire(ctx, r)
+	args := append([]any{b.ns, keys, tokens, ttls}, extra...)
+	if err := q.QueryRow(ctx, sql, args...).Scan(&rk, &rt, &rf, &pid, &x); err != nil {
+		return nil, 0, err
 	}
-	var held *lease.HeldError
-	if errors.As(err, &held) {
-		// A refusal, not a failure: returned as every store returns it, so
-		// that it reads the same whatever the store.
-		return lease.Grant{}, held
+	got := make(map[[2]string]int64, len(rk))
+	for i := range rk {
+		got[[2]string{rk[i], rt[i]}] = rf[i]
 	}
-	if err != nil {
-		return lease.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+	fences := make([]int64, len(rs))
+	for i, r := range rs {
+		fences[i] = got[[2]string{r.Key, r.Token}]
 	}
-	return g, nil
+	return fences, pid, nil
 }
 
-// Renew extends r.Key to r.TTL from now if r.Token still holds it, and
-// otherwise returns an error wrapping lease.ErrNotHeld.
-func (s *Store) Renew(ctx context.Context, r lease.Request) error {
-	if err := validate(r, true); err != nil {
-		return fmt.Errorf("pglease: renew %q: %w", r.Key, err)
-	}
-	var err error
-	if s.mode == ModeAdvisory {
-		err = s.advRenew(ctx, r)
-	} else {
-		err = s.tabRenew(ctx, r)
-	}
-	if err != nil {
-		return fmt.Errorf("pglease: renew %q: %w", r.Key, err)
+// renewErr is Renew's error for a request renewed with fence (0: not held).
+func renewErr(key string, fence int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("pglease: renew %q: %w", key, err)
+	case fence == 0:
+		return fmt.Errorf("pglease: renew %q: %w", key, lease.ErrNotHeld)
 	}
 	return nil
 }
 
-// Release frees r.Key if r.Token holds it and announces the release on the
-// store's channel; otherwise it returns an error wrapping lease.ErrNotHeld.
-// The key's row, with its fence, is kept. It also takes r.Token out of the
-// key's queue of waiters (a waiter giving up), announcing the key if it is
-// free so that the next waiter looks again.
-func (s *Store) Release(ctx context.Context, r lease.Request) error {
-	if err := validate(r, false); err != nil {
-		return fmt.Errorf("pglease: release %q: %w", r.Key, err)
-	}
-	var err error
-	if s.mode == ModeAdvisory {
-		err = s.advRelease(ctx, r)
-	} else {
-		err = s.tabRelease(ctx, r)
-	}
-	if err != nil {
-		return fmt.Errorf("pglease: release %q: %w", r.Key, err)
-	}
-	return nil
-}
-
-// Inspect reports who holds key. For a free key, Info.Fence is the last
-// fence granted for it.
-func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	if err := validKey(key); err != nil {
-		return lease.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
-	}
-	q := s.q.tabInspect
-	args := []any{s.ns, key}
-	if s.mode == ModeAdvisory {
-		q = s.q.advInspect
-		args = append(args, s.classID, hash32(key))
-	}
-	var (
-		info      = lease.Info{Key: key}
-		fence, us int64
-	)
-	err := s.pool.QueryRow(ctx, q, args...).Scan(&info.Held, &info.Holder, &fence, &us)
+// inspect runs an inspect statement ($1 ns, $2 key, then args).
+func (b *base) inspect(ctx context.Context, key, sql string, args ...any) (driver.Info, error) {
+	info := driver.Info{Key: key}
+	var fence, us int64
+	err := b.pool.QueryRow(ctx, sql, append([]any{b.ns, key}, args...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return info, nil
 	case err != nil:
-		return lease.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
 	}
 	info.Fence = uint64(fence)
 	if info.Held {
@@ -353,107 +326,110 @@ func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	return info, nil
 }
 
-// RenewMany renews every request: in table mode in one statement, in
-// advisory mode one statement per session (one per TTL in use).
-// It returns one error per request, in order, meaning what Renew's would.
-func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
-	errs := make([]error, len(rs))
-	idx := make([]int, 0, len(rs))
-	for i, r := range rs {
-		if err := validate(r, true); err != nil {
-			errs[i] = fmt.Errorf("pglease: renew %q: %w", r.Key, err)
-			continue
-		}
-		idx = append(idx, i)
+// fencedTx checks, with sql ($1 ns, $2 key, $3 token, then args) in a
+// transaction, that l holds its key, under a FOR SHARE row lock, then runs
+// fn and commits.
+func (b *base) fencedTx(ctx context.Context, l LeaseRef, fn func(context.Context, pgx.Tx) error, sql string, args ...any) error {
+	if l == nil || fn == nil {
+		return fmt.Errorf("pglease: fenced write: %w", lease.Invalid("argument", "nil lease or function"))
 	}
-	if len(idx) == 0 {
-		return errs
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pglease: fenced write on %q: %w", l.Key(), err)
 	}
-	if s.mode == ModeAdvisory {
-		s.advRenewMany(ctx, rs, idx, errs)
-		return errs
-	}
-	s.tabRenewMany(ctx, rs, idx, errs)
-	return errs
-}
-
-func validKey(key string) error {
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var fence int64
+	err = tx.QueryRow(ctx, sql, append([]any{b.ns, l.Key(), l.Token()}, args...)...).Scan(&fence)
 	switch {
-	case key == "":
-		return lease.Invalid("key", "empty")
-	case len(key) > MaxKeyLen:
-		return lease.Invalid("key", "%d bytes, longer than the limit of %d", len(key), MaxKeyLen)
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pglease: fenced write on %q rejected: %w", l.Key(), lease.ErrNotHeld)
+	case err != nil:
+		return fmt.Errorf("pglease: fenced write on %q: %w", l.Key(), err)
+	case uint64(fence) != l.Fence():
+		return fmt.Errorf("pglease: fenced write on %q rejected: fence %d, lease has %d: %w", l.Key(), fence, l.Fence(), lease.ErrNotHeld)
 	}
-	return validText("key", key)
-}
-
-// validText rejects what a PostgreSQL text value cannot hold.
-func validText(field, v string) error {
-	if !utf8.ValidString(v) {
-		return lease.Invalid(field, "not valid UTF-8")
+	if err := fn(ctx, tx); err != nil {
+		return err
 	}
-	if strings.IndexByte(v, 0) >= 0 {
-		return lease.Invalid(field, "contains a NUL byte")
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pglease: fenced write on %q: commit: %w", l.Key(), err)
 	}
 	return nil
 }
 
-func validate(r lease.Request, needTTL bool) error {
-	if err := validKey(r.Key); err != nil {
-		return err
+// Subscribe takes a connection out of the pool for good and LISTENs on the
+// store's channel; it returns once the server has confirmed it. Closing the
+// subscription closes the connection.
+func (b *base) Subscribe(ctx context.Context) (driver.Subscription, error) {
+	pc, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pglease: subscribe: %w", err)
 	}
-	if r.Token == "" {
-		return lease.Invalid("token", "empty")
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channelName}.Sanitize()); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("pglease: subscribe %s: %w", b.channelName, err)
 	}
-	if err := validText("token", r.Token); err != nil {
-		return err
+	sctx, cancel := context.WithCancel(context.Background())
+	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+}
+
+// subscription is a driver.Subscription over one LISTENing connection.
+type subscription struct {
+	mu     sync.Mutex // held by Next while it reads, and by Close
+	conn   *pgx.Conn
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	closed bool
+}
+
+var errSubClosed = errors.New("pglease: subscription closed")
+
+// Next returns the next announcement: the payload is the token of the head
+// of the key's queue ("" if none), a newline and the key. It only wakes: a
+// payload grants nothing, since any role may call pg_notify.
+func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(s.ctx, cancel)()
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return driver.Announcement{}, errSubClosed
 	}
-	if err := validText("holder", r.Holder); err != nil {
-		return err
+	n, err := s.conn.WaitForNotification(ctx)
+	switch {
+	case err == nil:
+	case s.ctx.Err() != nil:
+		return driver.Announcement{}, errSubClosed
+	case ctx.Err() != nil:
+		return driver.Announcement{}, ctx.Err()
+	default:
+		return driver.Announcement{}, fmt.Errorf("pglease: subscription: %w", err)
 	}
-	if needTTL && r.TTL < MinTTL {
-		return lease.Invalid("ttl", "%v is below the minimum %v", r.TTL, MinTTL)
+	next, key, ok := strings.Cut(n.Payload, "\n")
+	if !ok {
+		return driver.Announcement{Key: n.Payload}, nil
+	}
+	return driver.Announcement{Key: key, Next: next}, nil
+}
+
+// Close ends the subscription, unblocks Next and closes the connection.
+func (s *subscription) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		closeConn(s.conn)
 	}
 	return nil
 }
+
+// closeConn closes conn (a Terminate message, then the socket).
+func closeConn(conn *pgx.Conn) { _ = conn.Close(context.Background()) }
 
 // micros rounds d up to whole microseconds.
 func micros(d time.Duration) float64 {
-	us := d / time.Microsecond
-	if d%time.Microsecond != 0 {
-		us++
-	}
-	return float64(us)
-}
-
-// queueNames returns the quoted queue table beside the lease table ident,
-// and the name of its index (in the same schema), quoted and not.
-func queueNames(ident pgx.Identifier) (queue, index, indexName string) {
-	base := ident[len(ident)-1]
-	q := append(pgx.Identifier{}, ident...)
-	q[len(q)-1] = derivedName(base, "_queue")
-	indexName = derivedName(base, "_queue_expiry")
-	return q.Sanitize(), pgx.Identifier{indexName}.Sanitize(), indexName
-}
-
-// derivedName is base+suffix, or, when that would pass PostgreSQL's
-// identifier limit, base cut (at a character boundary) and followed by a
-// hash of the whole base, then suffix.
-func derivedName(base, suffix string) string {
-	if len(base)+len(suffix) <= maxIdentLen {
-		return base + suffix
-	}
-	tag := fmt.Sprintf("_%08x", uint32(hash32(base)))
-	cut := maxIdentLen - len(suffix) - len(tag)
-	for cut > 0 && !utf8.RuneStart(base[cut]) {
-		cut--
-	}
-	return base[:cut] + tag + suffix
-}
-
-// hash32 is the 32-bit FNV-1a hash of s, as an int4 for pg_advisory_lock.
-func hash32(s string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int32(h.Sum32())
+	return float64((d + time.Microsecond - 1) / time.Microsecond)
 }

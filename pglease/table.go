@@ -1,114 +1,148 @@
-// Table mode: each lease is a row whose expiry the server's clock enforces;
-// every operation, queue of waiters included, is one statement on any pooled
-// connection.
+// TableStore: each lease is a row whose expiry the server's clock enforces;
+// every operation is one statement on any pooled connection.
 
 package pglease
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-func (s *Store) tabAcquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	var handTTL *float64 // the key is handed to the queued token only if it hears of it
-	if r.Queue && s.listening.Load() > 0 {
-		us := micros(r.TTL)
-		handTTL = &us
-	}
-	rows, done, err := s.queryQueued(ctx, s.pool, r, s.q.tabAcquire, s.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, handTTL, s.chanRaw)
+// TableStore keeps each lease as a row of the lease table. It is safe for
+// concurrent use and does not own the pool.
+type TableStore struct {
+	base
+	acquireSQL, renewSQL, releaseSQL, inspectSQL, fenceSQL string
+}
+
+// NewTable returns a TableStore over pool (WithMode is ignored).
+func NewTable(pool *pgxpool.Pool, opts ...Option) (*TableStore, error) {
+	n, _, err := newNames(opts)
 	if err != nil {
-		return lease.Grant{}, err
+		return nil, err
 	}
-	defer rows.Close()
-	var (
-		ok, live                 bool
-		fence, us, ahead, queued int64
-		holder                   string
-	)
-	if rows.Next() {
-		// nil: the column counts wk's rows, read only so that it runs;
-		// queued counts enq's.
-		if err := rows.Scan(&ok, &fence, &holder, &us, &live, &ahead, nil, &queued); err != nil {
-			return lease.Grant{}, err
-		}
-	}
-	rows.Close()
-	if err := errors.Join(rows.Err(), done()); err != nil {
-		return lease.Grant{}, err
-	}
-	if ok {
-		return lease.Grant{Fence: uint64(fence)}, nil
-	}
-	if r.Queue && queued == 0 {
-		return lease.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
-	}
-	// Not taken: free but reserved for the waiters ahead, or held. Held
-	// without a live holder in the snapshot: a concurrent acquirer committed
-	// it after this statement's snapshot, someone we cannot name.
-	if !live && ahead > 0 {
-		return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: int(ahead)}
-	}
-	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: uint64(fence),
-		Remaining: time.Duration(us) * time.Microsecond, Queued: int(ahead)}
+	return newTable(pool, n)
 }
 
-func (s *Store) tabRenew(ctx context.Context, r lease.Request) error {
-	tag, err := s.pool.Exec(ctx, s.q.tabRenew, s.ns, r.Key, r.Token, micros(r.TTL))
+// rowLive is true when the key's row c names a live holder.
+const rowLive = `(c.token IS NOT NULL AND c.expires_at > clock_timestamp())`
+
+// tableAcquire takes the row when it is ours and live, or free or expired
+// with no live waiter ahead of us (ah); the fence grows unless it was ours.
+// The upsert is not even tried (so it takes no row lock, and a refused
+// attempt never waits for the holder's release) when the snapshot shows
+// the key held by another live token, or reserved for waiters ahead.
+const tableAcquire = `WITH ` + liveQueue + `,
+acq AS (
+	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at)
+	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond'
+	WHERE NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> $3 AND ` + rowLive + `)
+		AND ((SELECT n FROM ah) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND x.token = $3))
+	ON CONFLICT (ns, key) DO UPDATE SET
+		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at,
+		fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE l.fence + 1 END
+	WHERE (l.token = excluded.token AND l.expires_at > clock_timestamp())
+		OR ((l.token IS NULL OR l.expires_at <= clock_timestamp()) AND (SELECT n FROM ah) = 0)
+	RETURNING l.fence
+),
+QUEUE
+SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
+	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
+FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+
+// tableRelease frees the row if $3 holds it, keeping the fence.
+const tableRelease = `WITH r AS (
+	UPDATE T SET token = NULL, holder = '', expires_at = NULL
+	WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()
+	RETURNING 1
+),
+`
+
+func newTable(pool *pgxpool.Pool, n names) (*TableStore, error) {
+	b, err := newBase(pool, n)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if tag.RowsAffected() != 1 {
-		return lease.ErrNotHeld
-	}
-	return nil
+	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
+	granted, released := "EXISTS (SELECT 1 FROM acq)", "EXISTS (SELECT 1 FROM r)"
+	return &TableStore{
+		base:       b,
+		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", granted, "FREE", notLive))),
+		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
+		releaseSQL: b.sql(tableRelease + fill(releaseAfter, "RELEASED", released, "FREE", notLive)),
+		inspectSQL: b.sql(`SELECT ` + rowLive + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`),
+		fenceSQL: b.sql(`SELECT fence FROM T WHERE ns = $1 AND key = $2 AND token = $3
+	AND expires_at > clock_timestamp() FOR SHARE`),
+	}, nil
 }
 
-func (s *Store) tabRelease(ctx context.Context, r lease.Request) error {
-	var n, notified, dequeued int64
-	var commit string
-	if err := s.pool.QueryRow(ctx, s.q.tabRelease, s.ns, r.Key, r.Token, s.chanRaw).Scan(&n, &notified, &dequeued, &commit); err != nil {
-		return err
+// Caps reports a FIFO store with the Client's own key and TTL limits.
+func (s *TableStore) Caps() driver.Caps { return s.caps() }
+
+// Acquire takes r.Key for r.Token in one statement (see driver.Store).
+func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	a, err := s.acquire(ctx, s.pool, r, s.acquireSQL)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
 	}
-	if n != 1 {
-		return lease.ErrNotHeld
-	}
-	return nil
+	return a.result(r, s.maxWaiters)
 }
 
-// tabRenewMany renews rs[i], i in idx, in one statement and sets errs.
-func (s *Store) tabRenewMany(ctx context.Context, rs []lease.Request, idx []int, errs []error) {
-	keys := make([]string, len(idx))
-	tokens := make([]string, len(idx))
-	ttls := make([]float64, len(idx))
-	for j, i := range idx {
-		keys[j], tokens[j], ttls[j] = rs[i].Key, rs[i].Token, micros(rs[i].TTL)
-	}
-	type kt struct{ key, token string }
-	renewed := make(map[kt]bool, len(idx))
-	rows, err := s.pool.Query(ctx, s.q.tabRenewMany, s.ns, keys, tokens, ttls)
-	if err == nil {
-		for rows.Next() {
-			var k kt
-			if err = rows.Scan(&k.key, &k.token); err != nil {
-				break
-			}
-			renewed[k] = true
-		}
-		rows.Close()
+// Renew extends r.Key to r.TTL from now if r.Token holds it.
+func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
+	return s.RenewMany(ctx, []driver.Request{r})[0]
+}
+
+// RenewMany renews rs in one statement.
+func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
+	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		var f int64
 		if err == nil {
-			err = rows.Err()
+			f = fences[i]
 		}
+		errs[i] = renewErr(r.Key, f, err)
 	}
-	for _, i := range idx {
-		switch {
-		case err != nil:
-			errs[i] = fmt.Errorf("pglease: renew %q: %w", rs[i].Key, err)
-		case !renewed[kt{rs[i].Key, rs[i].Token}]:
-			errs[i] = fmt.Errorf("pglease: renew %q: %w", rs[i].Key, lease.ErrNotHeld)
-		}
-	}
+	return errs
 }
+
+// Release frees r.Key if r.Token holds it, takes r.Token out of the key's
+// queue and announces the release.
+func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
+	var (
+		released bool
+		notified int64
+		commit   string
+	)
+	if err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, &notified, &commit); err != nil {
+		return fmt.Errorf("pglease: release %q: %w", r.Key, err)
+	}
+	if !released {
+		return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// Inspect reports who holds key; for a free key, Fence is the last granted.
+func (s *TableStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return s.inspect(ctx, key, s.inspectSQL)
+}
+
+// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
+// row lock, that the row still names l's token and fence and has not
+// expired by the server's clock: a holder paused past its TTL is rejected
+// with an error matching lease.ErrNotHeld. The row lock also delays the
+// holder's own renewal: keep fn well within the renew interval.
+func (s *TableStore) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.fencedTx(ctx, l, fn, s.fenceSQL)
+}
+
+// Close does nothing: the store holds no resources of its own.
+func (s *TableStore) Close() error { return nil }
