@@ -140,7 +140,7 @@ func newAdvisory(pool *pgxpool.Pool, n names) (*AdvisoryStore, error) {
 	return &AdvisoryStore{
 		base:       b,
 		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", acquire, "HELD", held("$8", "$9", false))),
-		renewSQL: b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
+		renewSQL:   b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
 		releaseSQL: b.sql(advisoryRelease + fill(releaseAfter, "RELEASED", released, "FREE", "NOT "+held("$5", "$6", true)) +
 			", pg_advisory_unlock($5, $6), set_config('idle_session_timeout', $7, false), pg_backend_pid()"),
 		leaveSQL: b.sql(`WITH r AS (UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL

@@ -126,4 +126,3 @@ func TestServerRestart(t *testing.T) {
 		})
 	}
 }
-

@@ -38,4 +38,3 @@ func (p *privatePG) crash() {
 		p.t.Fatal(err)
 	}
 }
-

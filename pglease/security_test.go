@@ -1,20 +1,25 @@
 // Security: PostgreSQL over TLS (a private server with ssl=on, a generated
-// CA and an hba file that rejects unencrypted connections), and table names,
+// CA and an hba file that rejects unencrypted connections); table names,
 // namespaces, keys and holders full of SQL-significant characters, which
-// must stay inert data.
+// must stay inert data; forged announcements, which must grant nothing.
 
 package pglease_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/pgtest"
 	"github.com/leasekit/lease/internal/testcert"
+	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/pglease"
 )
 
@@ -125,4 +130,119 @@ func TestSQLInjectionInert(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM leasekit_leases").Scan(&after); err != nil || after < before {
 		t.Fatalf("the shared lease table after the hostile names: %d rows (was %d), %v", after, before, err)
 	}
+}
+
+// TestForgedHandOffGrantsNothing (docs/SECURITY.md item 2): a role that may
+// only SELECT the tables reads the head of a key's queue and calls
+// pg_notify on the store's channel as a release would, naming that waiter.
+// The waiter is woken but granted nothing, through the Store or a waiting
+// lease.Client: the key stays its holder's, and the waiter gets it, with
+// the server's fence, only after the real release. The shared server's role
+// may not create roles, so the test runs on a private server.
+func TestForgedHandOffGrantsNothing(t *testing.T) {
+	pg := startPrivatePG(t)
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := testCtx(t, 60*time.Second)
+			pool := newPool(t, pg.DSN(), 8)
+			migrate(t, pool)
+			sA := newStore(t, pool, mode)
+			sB := storeNS(t, pool, mode, sA.Namespace())
+			forger := selectOnlyPool(t, ctx, pg, sA)
+			forge := func(key string) string {
+				var head string
+				err := forger.QueryRow(ctx, "SELECT token FROM "+sA.QueueTable()+" WHERE ns = $1 AND key = $2 ORDER BY seq LIMIT 1",
+					sA.Namespace(), key).Scan(&head)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ""
+				} else if err != nil {
+					t.Fatalf("the forger reads the queue: %v", err)
+				}
+				if _, err := forger.Exec(ctx, "UPDATE "+sA.Table()+" SET token = $1", head); err == nil {
+					t.Fatal("the SELECT-only role could UPDATE the lease table")
+				}
+				if _, err := forger.Exec(ctx, "SELECT pg_notify($1, $2)", sA.Channel(), head+"\n"+key); err != nil {
+					t.Fatalf("the forger notifies: %v", err)
+				}
+				return head
+			}
+			// Through the Store.
+			sub := subscribe(t, ctx, sB)
+			a, b := req("k", "A", 10*time.Second), req("k", "B", 10*time.Second)
+			ga, err := sA.Acquire(ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leasetest.Queued(t, ctx, sB, b, 0)
+			if head := forge("k"); head != b.Token {
+				t.Fatalf("the forger read %q first in the queue, want B's %q", head, b.Token)
+			}
+			if an, err := nextAnnouncement(t, ctx, sub, 10*time.Second); err != nil || an.Next != b.Token {
+				t.Fatalf("B's store heard %+v, %v; want the forged announcement naming B", an, err)
+			}
+			b.Queue = true
+			if _, err := sB.Acquire(ctx, b); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("B's Acquire after the forged announcement: %v, want ErrHeld", err)
+			}
+			if info, err := sA.Inspect(ctx, "k"); err != nil || info.Holder != "A" || info.Fence != ga.Fence {
+				t.Fatalf("after the forgery: Inspect = %+v, %v; want A with fence %d", info, err, ga.Fence)
+			}
+			if err := sA.Release(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if gb, err := sB.Acquire(ctx, b); err != nil || gb.Fence != ga.Fence+1 {
+				t.Fatalf("B's Acquire after A's release = %+v, %v; want the server's fence %d", gb, err, ga.Fence+1)
+			}
+
+			// Through a waiting Client.
+			a = req("c", "A", 10*time.Second)
+			if ga, err = sA.Acquire(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, sB)
+			got := make(chan *lease.Lease, 1)
+			go func() {
+				l, err := c.Acquire(ctx, "c")
+				if err != nil {
+					t.Errorf("the Client's Acquire: %v", err)
+				}
+				got <- l
+			}()
+			for deadline := time.Now().Add(10 * time.Second); forge("c") == ""; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the Client's waiter was not queued within 10s")
+				}
+			}
+			select {
+			case <-got:
+				t.Fatal("the Client acquired after a forged announcement, while A holds the key")
+			case <-time.After(time.Second):
+			}
+			if err := sA.Release(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if l := <-got; l == nil || l.Fence() != ga.Fence+1 {
+				t.Fatalf("the Client's lease after A's release: %v; want the server's fence %d", l, ga.Fence+1)
+			}
+		})
+	}
+}
+
+// selectOnlyPool creates on pg a role that may log in and SELECT s's tables,
+// and nothing else, and returns a pool logged in as it.
+func selectOnlyPool(t *testing.T, ctx context.Context, pg *privatePG, s pglease.Store) *pgxpool.Pool {
+	t.Helper()
+	admin := newPool(t, pg.DSN(), 2)
+	role := "leasekit_forger_" + randHex(4)
+	for _, q := range []string{"CREATE ROLE " + role + " LOGIN", "GRANT SELECT ON " + s.Table() + ", " + s.QueueTable() + " TO " + role} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			_, _ = admin.Exec(context.Background(), q)
+		}
+	})
+	return newPool(t, strings.Replace(pg.DSN(), "//postgres@", "//"+role+"@", 1), 2)
 }
