@@ -178,7 +178,7 @@ func remoteHost(c *pgconn.Config) bool {
 // tablesExist checks, with migrate=false, that the tables Migrate would have
 // created exist, and otherwise says how to create them: the store's first
 // operation would only report "relation does not exist".
-func tablesExist(ctx context.Context, pool *pgxpool.Pool, s *pglease.Store) error {
+func tablesExist(ctx context.Context, pool *pgxpool.Pool, s pglease.Store) error {
 	var table, queue bool
 	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL", s.Table(), s.QueueTable()).Scan(&table, &queue)
 	switch {

@@ -27,7 +27,7 @@ func (o *owned) Close() error {
 	return o.err
 }
 
-// Unwrap returns the store Open made (a *redislease.Store, *pglease.Store,
+// Unwrap returns the store Open made (a *redislease.Store, a pglease.Store,
 // ...), for its store-specific methods.
 func (o *owned) Unwrap() driver.Store { return o.Store }
 

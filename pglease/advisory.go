@@ -254,14 +254,11 @@ func (s *AdvisoryStore) renewOn(ctx context.Context, sess *session, rs []driver.
 			return pid, err
 		}
 		fences = f
-		s.mu.Lock()
 		for i, r := range rs {
-			if h := s.held[r.Key]; f[i] == 0 && h != nil && h.token == r.Token {
-				delete(s.held, r.Key)
-				sess.leases--
+			if f[i] == 0 {
+				s.drop(sess, r)
 			}
 		}
-		s.mu.Unlock()
 		return pid, nil
 	})
 	if err != nil {
@@ -271,63 +268,35 @@ func (s *AdvisoryStore) renewOn(ctx context.Context, sess *session, rs []driver.
 }
 
 // Release frees r.Key's lock and row if r.Token holds it through this
-// store; otherwise it only takes r.Token out of the key's queue.
+// store. Otherwise it takes r.Token out of the key's queue, and clears the
+// row of a lease held through another store (whose session gives the lock up
+// at its next renewal).
 func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 	args := []any{s.ns, r.Key, r.Token, s.channelName, s.classID, hash32(r.Key)}
-	var (
-		released bool
-		notified int64
-		commit   string
-	)
+	var released bool
 	h := s.use(r)
 	if h == nil {
-		// Not held through this store: a waiter leaving the queue, or a
-		// release through another store (the holder's session gives its
-		// lock up at its next renewal).
-		if err := s.pool.QueryRow(ctx, s.leaveSQL, args...).Scan(&released, &notified, &commit); err != nil {
-			return fmt.Errorf("pglease: release %q: %w", r.Key, err)
-		}
-		if !released {
-			return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
-		}
-		return nil
+		err := s.pool.QueryRow(ctx, s.leaveSQL, args...).Scan(&released, nil, nil)
+		return releaseErr(r.Key, released, err)
 	}
 	defer s.done(h.sess)
 	err := s.exec(ctx, h.sess, func(ctx context.Context) (int32, error) {
-		s.mu.Lock()
-		mine := s.held[r.Key] == h
-		if mine {
-			delete(s.held, r.Key)
-			h.sess.leases--
-		}
-		idle := "0"
-		if h.sess.leases > 0 {
-			idle = strconv.FormatInt(h.sess.ttlMs, 10)
-		}
-		s.mu.Unlock()
-		if !mine {
+		if !s.drop(h.sess, r) {
 			return h.sess.pid, nil // given up by a renewal meanwhile
 		}
-		var (
-			unlocked bool
-			pid      int32
-			set      string
-		)
-		err := h.sess.conn.QueryRow(ctx, s.releaseSQL, append(args, idle)...).
-			Scan(&released, &notified, &commit, &unlocked, &set, &pid)
+		var unlocked bool
+		var pid int32
+		err := h.sess.conn.QueryRow(ctx, s.releaseSQL, append(args, s.idleTimeout(h.sess))...).
+			Scan(&released, nil, nil, &unlocked, nil, &pid)
 		if err == nil && !unlocked {
 			err = errors.New("the session did not hold the lock")
 		}
 		return pid, err
 	})
-	switch {
-	case err != nil:
-		// The failure ended the session, which frees its locks.
-		return nil
-	case !released:
-		return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
+	if err != nil {
+		return nil // the failure ended the session, which frees its locks
 	}
-	return nil
+	return releaseErr(r.Key, released, nil)
 }
 
 // Inspect reports who holds key: the row names a token whose session holds
@@ -346,6 +315,30 @@ func (s *AdvisoryStore) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx co
 		obj = hash32(l.Key())
 	}
 	return s.fencedTx(ctx, l, fn, s.fenceSQL, s.classID, obj)
+}
+
+// drop forgets r's lease on sess, if held, and reports whether it was.
+func (s *AdvisoryStore) drop(sess *session, r driver.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[r.Key]
+	if h == nil || h.sess != sess || h.token != r.Token {
+		return false
+	}
+	delete(s.held, r.Key)
+	sess.leases--
+	return true
+}
+
+// idleTimeout is sess's idle_session_timeout: its TTL, or off ('0') once it
+// holds no lease, so that a parked connection is not ended.
+func (s *AdvisoryStore) idleTimeout(sess *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.leases == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(sess.ttlMs, 10)
 }
 
 // use returns r's held lease, counting a use of its session (end with done).

@@ -213,11 +213,11 @@ type querier interface {
 
 // acquired is an acquire statement's row.
 type acquired struct {
-	ok, live, ours  bool
-	fence, us       int64
-	holder          string
-	ahead, wk, enqd int64
-	pid             int32
+	ok, live, ours bool
+	fence, us      int64
+	holder         string
+	ahead, enqd    int64
+	pid            int32
 }
 
 // acquire runs an acquire statement for r on q. A queued attempt first
@@ -235,7 +235,7 @@ func (b *base) acquire(ctx context.Context, q querier, r driver.Request, sql str
 	}
 	var a acquired
 	batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, &a.wk, &a.enqd, &a.pid, &a.ours)
+		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, nil, &a.enqd, &a.pid, &a.ours)
 	})
 	return a, q.SendBatch(ctx, batch).Close()
 }
@@ -257,42 +257,25 @@ func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error)
 }
 
 // renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of
-// namespace $1 whose rows match COND, and returns the renewed ones, the
-// session's process and EXTRA.
+// namespace $1 whose rows match COND, and returns each one's fence in order
+// (0: not renewed), the session's process and EXTRA.
 const renewSQL = `WITH u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 	FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
 	WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
 	RETURNING l.key, l.token, l.fence
 )
-SELECT ARRAY(SELECT key FROM u), ARRAY(SELECT token FROM u), ARRAY(SELECT fence FROM u), pg_backend_pid(), EXTRA`
+SELECT ARRAY(SELECT COALESCE(u.fence, 0) FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(key, token, i)
+	LEFT JOIN u ON u.key = x.key AND u.token = x.token ORDER BY x.i), pg_backend_pid(), EXTRA`
 
-// renew runs a renewSQL statement for rs on q and returns each request's
-// fence, 0 if it was not renewed.
-func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) ([]int64, int32, error) {
+// renew runs a renewSQL statement for rs on q.
+func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) (fences []int64, pid int32, err error) {
 	keys, tokens, ttls := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs))
 	for i, r := range rs {
 		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
 	}
-	var (
-		rk, rt []string
-		rf     []int64
-		pid    int32
-		x      string
-	)
-	args := append([]any{b.ns, keys, tokens, ttls}, extra...)
-	if err := q.QueryRow(ctx, sql, args...).Scan(&rk, &rt, &rf, &pid, &x); err != nil {
-		return nil, 0, err
-	}
-	got := make(map[[2]string]int64, len(rk))
-	for i := range rk {
-		got[[2]string{rk[i], rt[i]}] = rf[i]
-	}
-	fences := make([]int64, len(rs))
-	for i, r := range rs {
-		fences[i] = got[[2]string{r.Key, r.Token}]
-	}
-	return fences, pid, nil
+	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&fences, &pid, nil)
+	return fences, pid, err
 }
 
 // renewErr is Renew's error for a request renewed with fence (0: not held).
@@ -302,6 +285,17 @@ func renewErr(key string, fence int64, err error) error {
 		return fmt.Errorf("pglease: renew %q: %w", key, err)
 	case fence == 0:
 		return fmt.Errorf("pglease: renew %q: %w", key, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// releaseErr is Release's error.
+func releaseErr(key string, released bool, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("pglease: release %q: %w", key, err)
+	case !released:
+		return fmt.Errorf("pglease: release %q: %w", key, lease.ErrNotHeld)
 	}
 	return nil
 }
@@ -390,8 +384,8 @@ var errSubClosed = errors.New("pglease: subscription closed")
 // payload grants nothing, since any role may call pg_notify.
 func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer context.AfterFunc(s.ctx, cancel)()
 	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -116,18 +115,9 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 // Release frees r.Key if r.Token holds it, takes r.Token out of the key's
 // queue and announces the release.
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
-	var (
-		released bool
-		notified int64
-		commit   string
-	)
-	if err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, &notified, &commit); err != nil {
-		return fmt.Errorf("pglease: release %q: %w", r.Key, err)
-	}
-	if !released {
-		return fmt.Errorf("pglease: release %q: %w", r.Key, lease.ErrNotHeld)
-	}
-	return nil
+	var released bool
+	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
+	return releaseErr(r.Key, released, err)
 }
 
 // Inspect reports who holds key; for a free key, Fence is the last granted.

@@ -73,7 +73,7 @@ func cleanup(ctx context.Context, storeURL, prefix, key string) error {
 				return err
 			}
 		}
-	case *pglease.Store:
+	case pglease.Store:
 		raw, err := withoutLeasekitParams(storeURL)
 		if err != nil {
 			return err
