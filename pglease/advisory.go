@@ -30,15 +30,12 @@ const MaxAdvisoryTTL = (1<<31 - 1) * time.Millisecond
 var ErrPooler = errors.New("pglease: the lease's statements ran in a different server session: " +
 	"advisory locks need session pooling (not pgbouncer pool_mode=transaction or statement)")
 
-// errSessionGone: the session ended while a call waited for it.
-var errSessionGone = errors.New("pglease: the advisory-lock session ended")
-
 // AdvisoryStore holds each lease as a session-level advisory lock. It is
 // safe for concurrent use and does not own the pool: Close closes only the
 // connections it took out of it.
 type AdvisoryStore struct {
 	base
-	acquireSQL, renewSQL, releaseSQL, leaveSQL, inspectSQL, fenceSQL string
+	acquireSQL, renewSQL, releaseSQL, leaveSQL string
 
 	mu       sync.Mutex
 	sessions map[int64]*session    // by TTL in ms
@@ -55,21 +52,11 @@ type session struct {
 	pid   int32 // the server process, from the first statement (under mu)
 	// Under AdvisoryStore.mu:
 	leases, users int
-	dead          bool
 }
 
 type heldLease struct {
 	sess  *session
 	token string
-}
-
-// NewAdvisory returns an AdvisoryStore over pool (WithMode is ignored).
-func NewAdvisory(pool *pgxpool.Pool, opts ...Option) (*AdvisoryStore, error) {
-	n, _, err := newNames(opts)
-	if err != nil {
-		return nil, err
-	}
-	return newAdvisory(pool, n)
 }
 
 // lockHeld is true when the advisory lock ($C, $O) is granted to the
@@ -135,6 +122,10 @@ func newAdvisory(pool *pgxpool.Pool, n names) (*AdvisoryStore, error) {
 		}
 		return fill(lockHeld, "$C", c, "$O", o, "PID", pid)
 	}
+	b.maxTTL = MaxAdvisoryTTL
+	b.lockArgs = func(key string) []any { return []any{b.classID, hash32(key)} }
+	b.inspectSQL = b.sql(`SELECT c.token IS NOT NULL AND ` + held("$3", "$4", false) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + held("$4", "$5", false) + ` FOR SHARE OF c`)
 	granted, released := "((SELECT ok FROM l) OR (SELECT ours FROM o))", "EXISTS (SELECT 1 FROM r)"
 	acquire := fill(queueAfter, "GRANTED", granted, "FREE", "NOT "+held("$8", "$9", true))
 	return &AdvisoryStore{
@@ -146,31 +137,14 @@ func newAdvisory(pool *pgxpool.Pool, n names) (*AdvisoryStore, error) {
 		leaveSQL: b.sql(`WITH r AS (UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + held("$5", "$6", false) + ` RETURNING 1),
 ` + fill(releaseAfter, "RELEASED", released, "FREE", "NOT "+held("$5", "$6", true))),
-		inspectSQL: b.sql(`SELECT c.token IS NOT NULL AND ` + held("$3", "$4", false) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`),
-		fenceSQL:   b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + held("$4", "$5", false) + ` FOR SHARE OF c`),
-		sessions:   make(map[int64]*session),
-		held:       make(map[string]*heldLease),
+		sessions: make(map[int64]*session),
+		held:     make(map[string]*heldLease),
 	}, nil
 }
 
-// Caps reports a FIFO store whose TTLs are at most MaxAdvisoryTTL.
-func (s *AdvisoryStore) Caps() driver.Caps {
-	c := s.caps()
-	c.MaxTTL = MaxAdvisoryTTL
-	return c
-}
-
 // Acquire takes r.Key's lock on the session of r.TTL (see driver.Store); a
-// retry by the holding token renews it.
+// retry by the holding token gets its fence again.
 func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if h := s.use(r); h != nil {
-		defer s.done(h.sess)
-		fences, err := s.renewOn(ctx, h.sess, []driver.Request{r})
-		if err = renewErr(r.Key, fences[0], err); err != nil {
-			return driver.Grant{}, err
-		}
-		return driver.Grant{Fence: uint64(fences[0])}, nil
-	}
 	ms := int64((r.TTL + time.Millisecond - 1) / time.Millisecond)
 	sess, err := s.join(ctx, ms)
 	if err != nil {
@@ -205,66 +179,52 @@ func (s *AdvisoryStore) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // RenewMany renews rs with one statement per session (one per TTL in use).
+// A failed session has lost its locks: the error then wraps
+// lease.ErrNotHeld.
 func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
 	bySess := make(map[*session][]int)
 	var order []*session
 	for i, r := range rs {
 		h := s.use(r)
-		switch {
-		case h == nil:
+		if h == nil {
 			errs[i] = renewErr(r.Key, 0, nil)
 			continue
-		case bySess[h.sess] == nil:
+		}
+		if bySess[h.sess] == nil {
 			order = append(order, h.sess)
-		default:
+		} else {
 			s.done(h.sess) // one use per session is enough
 		}
 		bySess[h.sess] = append(bySess[h.sess], i)
 	}
 	for _, sess := range order {
 		idx := bySess[sess]
-		sub := make([]driver.Request, len(idx))
+		sub, objs, fences := make([]driver.Request, len(idx)), make([]int32, len(idx)), make([]int64, len(idx))
 		for j, i := range idx {
-			sub[j] = rs[i]
+			sub[j], objs[j] = rs[i], hash32(rs[i].Key)
 		}
-		fences, err := s.renewOn(ctx, sess, sub)
+		err := s.exec(ctx, sess, func(ctx context.Context) (pid int32, err error) {
+			s.mu.Lock()
+			leases := sess.leases
+			s.mu.Unlock()
+			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, strconv.FormatInt(sess.ttlMs, 10), objs, s.classID, leases)
+			for j, r := range sub {
+				if err == nil && fences[j] == 0 {
+					s.drop(sess, r) // its lock was given up
+				}
+			}
+			return pid, err
+		})
 		s.done(sess)
+		if err != nil {
+			err = fmt.Errorf("%w: the lease's session failed: %w", lease.ErrNotHeld, err)
+		}
 		for j, i := range idx {
 			errs[i] = renewErr(rs[i].Key, fences[j], err)
 		}
 	}
 	return errs
-}
-
-// renewOn renews rs, all held on sess, in one statement. A failed session
-// has lost its locks: the error then wraps lease.ErrNotHeld.
-func (s *AdvisoryStore) renewOn(ctx context.Context, sess *session, rs []driver.Request) ([]int64, error) {
-	fences := make([]int64, len(rs))
-	objs := make([]int32, len(rs))
-	for i, r := range rs {
-		objs[i] = hash32(r.Key)
-	}
-	err := s.exec(ctx, sess, func(ctx context.Context) (int32, error) {
-		s.mu.Lock()
-		leases := sess.leases
-		s.mu.Unlock()
-		f, pid, err := s.renew(ctx, sess.conn, s.renewSQL, rs, strconv.FormatInt(sess.ttlMs, 10), objs, s.classID, leases)
-		if err != nil {
-			return pid, err
-		}
-		fences = f
-		for i, r := range rs {
-			if f[i] == 0 {
-				s.drop(sess, r)
-			}
-		}
-		return pid, nil
-	})
-	if err != nil {
-		return fences, fmt.Errorf("%w: the lease's session failed: %w", lease.ErrNotHeld, err)
-	}
-	return fences, nil
 }
 
 // Release frees r.Key's lock and row if r.Token holds it through this
@@ -297,24 +257,6 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 		return nil // the failure ended the session, which frees its locks
 	}
 	return releaseErr(r.Key, released, nil)
-}
-
-// Inspect reports who holds key: the row names a token whose session holds
-// the lock. For a free key, Fence is the last granted.
-func (s *AdvisoryStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	return s.inspect(ctx, key, s.inspectSQL, s.classID, hash32(key))
-}
-
-// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
-// row lock, that the row still names l's token and fence and that its
-// session holds the lock: a holder whose lock is gone is rejected with an
-// error matching lease.ErrNotHeld.
-func (s *AdvisoryStore) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	var obj int32
-	if l != nil {
-		obj = hash32(l.Key())
-	}
-	return s.fencedTx(ctx, l, fn, s.fenceSQL, s.classID, obj)
 }
 
 // drop forgets r's lease on sess, if held, and reports whether it was.
@@ -397,12 +339,10 @@ func (s *AdvisoryStore) done(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess.users--
-	if sess.users > 0 || sess.leases > 0 || sess.dead {
-		return
+	if sess.users == 0 && sess.leases == 0 && s.sessions[sess.ttlMs] == sess {
+		delete(s.sessions, sess.ttlMs) // no longer a session: the connection moves on
+		s.park(sess.conn)
 	}
-	delete(s.sessions, sess.ttlMs)
-	sess.dead = true // no longer a session: the connection moves on
-	s.park(sess.conn)
 }
 
 // park keeps conn for reuse, or closes it; s.mu is held.
@@ -424,10 +364,10 @@ func (s *AdvisoryStore) exec(ctx context.Context, sess *session, fn func(ctx con
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	s.mu.Lock()
-	dead := sess.dead
+	live := s.sessions[sess.ttlMs] == sess
 	s.mu.Unlock()
-	if dead {
-		return errSessionGone
+	if !live {
+		return errors.New("pglease: the advisory-lock session ended")
 	}
 	sctx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
@@ -444,15 +384,12 @@ func (s *AdvisoryStore) exec(ctx context.Context, sess *session, fn func(ctx con
 		return nil
 	}
 	s.mu.Lock()
-	if !sess.dead {
-		sess.dead = true
-		if s.sessions[sess.ttlMs] == sess {
-			delete(s.sessions, sess.ttlMs)
-		}
-		for k, h := range s.held {
-			if h.sess == sess {
-				delete(s.held, k)
-			}
+	if s.sessions[sess.ttlMs] == sess {
+		delete(s.sessions, sess.ttlMs)
+	}
+	for k, h := range s.held {
+		if h.sess == sess {
+			delete(s.held, k)
 		}
 	}
 	s.mu.Unlock()
@@ -468,9 +405,6 @@ func (s *AdvisoryStore) Close() error {
 	s.closed = true
 	idle, sessions := s.idle, s.sessions
 	s.idle, s.sessions = nil, make(map[int64]*session)
-	for _, sess := range sessions {
-		sess.dead = true
-	}
 	clear(s.held)
 	s.mu.Unlock()
 	for _, c := range idle {

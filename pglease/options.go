@@ -94,8 +94,6 @@ func newNames(opts []Option) (names, Mode, error) {
 	case err != nil:
 	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
 		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
-	case c.maxIdle < 0:
-		err = lease.Invalid("max idle conns", "%d is negative", c.maxIdle)
 	case c.mode != ModeTable && c.mode != ModeAdvisory:
 		err = lease.Invalid("mode", "unknown mode %d", int(c.mode))
 	}

@@ -42,11 +42,6 @@ type Store interface {
 	Channel() string
 }
 
-var (
-	_ Store = (*TableStore)(nil)
-	_ Store = (*AdvisoryStore)(nil)
-)
-
 // New returns a [TableStore], or an [AdvisoryStore] WithMode(ModeAdvisory).
 // New does not touch the database: call Migrate once.
 func New(pool *pgxpool.Pool, opts ...Option) (Store, error) {
@@ -70,8 +65,11 @@ type LeaseRef interface {
 // base is the connection code both stores share.
 type base struct {
 	names
-	pool *pgxpool.Pool
-	sql  func(string) string // fills in the table names (T, Q) and the queue cap
+	pool                 *pgxpool.Pool
+	sql                  func(string) string // fills in the table names (T, Q) and the queue cap
+	inspectSQL, fenceSQL string              // $1 ns, $2 key (, $3 token), then lockArgs
+	lockArgs             func(key string) []any
+	maxTTL               time.Duration
 }
 
 func newBase(pool *pgxpool.Pool, n names) (base, error) {
@@ -80,7 +78,7 @@ func newBase(pool *pgxpool.Pool, n names) (base, error) {
 	}
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters))
-	return base{names: n, pool: pool, sql: r.Replace}, nil
+	return base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}, nil
 }
 
 func (b *base) Namespace() string  { return b.ns }
@@ -88,7 +86,11 @@ func (b *base) Table() string      { return b.table }
 func (b *base) QueueTable() string { return b.queue }
 func (b *base) Channel() string    { return b.channelName }
 
-func (b *base) caps() driver.Caps { return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters} }
+// Caps reports a FIFO store with the Client's own key and TTL limits (and,
+// for an AdvisoryStore, MaxAdvisoryTTL).
+func (b *base) Caps() driver.Caps {
+	return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters, MaxTTL: b.maxTTL}
+}
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 	ns text NOT NULL, key text NOT NULL, token text, holder text NOT NULL DEFAULT '',
@@ -275,6 +277,9 @@ func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Req
 		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
 	}
 	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&fences, &pid, nil)
+	if err != nil {
+		fences = make([]int64, len(rs))
+	}
 	return fences, pid, err
 }
 
@@ -300,11 +305,11 @@ func releaseErr(key string, released bool, err error) error {
 	return nil
 }
 
-// inspect runs an inspect statement ($1 ns, $2 key, then args).
-func (b *base) inspect(ctx context.Context, key, sql string, args ...any) (driver.Info, error) {
+// Inspect reports who holds key; for a free key, Fence is the last granted.
+func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	info := driver.Info{Key: key}
 	var fence, us int64
-	err := b.pool.QueryRow(ctx, sql, append([]any{b.ns, key}, args...)...).Scan(&info.Held, &info.Holder, &fence, &us)
+	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return info, nil
@@ -320,10 +325,13 @@ func (b *base) inspect(ctx context.Context, key, sql string, args ...any) (drive
 	return info, nil
 }
 
-// fencedTx checks, with sql ($1 ns, $2 key, $3 token, then args) in a
-// transaction, that l holds its key, under a FOR SHARE row lock, then runs
-// fn and commits.
-func (b *base) fencedTx(ctx context.Context, l LeaseRef, fn func(context.Context, pgx.Tx) error, sql string, args ...any) error {
+// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
+// row lock, that the row still names l's token and fence, and that the
+// lease is live (not expired by the server's clock; its session holds the
+// advisory lock): a holder paused past its TTL is rejected with an error
+// matching lease.ErrNotHeld, and no takeover completes before fn commits.
+// The row lock also delays the holder's own renewal: keep fn short.
+func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if l == nil || fn == nil {
 		return fmt.Errorf("pglease: fenced write: %w", lease.Invalid("argument", "nil lease or function"))
 	}
@@ -333,7 +341,7 @@ func (b *base) fencedTx(ctx context.Context, l LeaseRef, fn func(context.Context
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var fence int64
-	err = tx.QueryRow(ctx, sql, append([]any{b.ns, l.Key(), l.Token()}, args...)...).Scan(&fence)
+	err = tx.QueryRow(ctx, b.fenceSQL, append([]any{b.ns, l.Key(), l.Token()}, b.lockArgs(l.Key())...)...).Scan(&fence)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pglease: fenced write on %q rejected: %w", l.Key(), lease.ErrNotHeld)
@@ -374,7 +382,6 @@ type subscription struct {
 	conn   *pgx.Conn
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
-	closed bool
 }
 
 var errSubClosed = errors.New("pglease: subscription closed")
@@ -388,7 +395,7 @@ func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	defer context.AfterFunc(s.ctx, cancel)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.conn == nil {
 		return driver.Announcement{}, errSubClosed
 	}
 	n, err := s.conn.WaitForNotification(ctx)
@@ -413,9 +420,9 @@ func (s *subscription) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
+	if s.conn != nil {
 		closeConn(s.conn)
+		s.conn = nil
 	}
 	return nil
 }

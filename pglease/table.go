@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease/driver"
@@ -17,16 +16,7 @@ import (
 // concurrent use and does not own the pool.
 type TableStore struct {
 	base
-	acquireSQL, renewSQL, releaseSQL, inspectSQL, fenceSQL string
-}
-
-// NewTable returns a TableStore over pool (WithMode is ignored).
-func NewTable(pool *pgxpool.Pool, opts ...Option) (*TableStore, error) {
-	n, _, err := newNames(opts)
-	if err != nil {
-		return nil, err
-	}
-	return newTable(pool, n)
+	acquireSQL, renewSQL, releaseSQL string
 }
 
 // rowLive is true when the key's row c names a live holder.
@@ -68,6 +58,8 @@ func newTable(pool *pgxpool.Pool, n names) (*TableStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.inspectSQL = b.sql(`SELECT ` + rowLive + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
+	b.fenceSQL = b.sql(`SELECT fence FROM T c WHERE ns = $1 AND key = $2 AND token = $3 AND ` + rowLive + ` FOR SHARE`)
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
 	granted, released := "EXISTS (SELECT 1 FROM acq)", "EXISTS (SELECT 1 FROM r)"
 	return &TableStore{
@@ -75,14 +67,8 @@ func newTable(pool *pgxpool.Pool, n names) (*TableStore, error) {
 		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", granted, "FREE", notLive))),
 		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
 		releaseSQL: b.sql(tableRelease + fill(releaseAfter, "RELEASED", released, "FREE", notLive)),
-		inspectSQL: b.sql(`SELECT ` + rowLive + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`),
-		fenceSQL: b.sql(`SELECT fence FROM T WHERE ns = $1 AND key = $2 AND token = $3
-	AND expires_at > clock_timestamp() FOR SHARE`),
 	}, nil
 }
-
-// Caps reports a FIFO store with the Client's own key and TTL limits.
-func (s *TableStore) Caps() driver.Caps { return s.caps() }
 
 // Acquire takes r.Key for r.Token in one statement (see driver.Store).
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -103,11 +89,7 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
 	errs := make([]error, len(rs))
 	for i, r := range rs {
-		var f int64
-		if err == nil {
-			f = fences[i]
-		}
-		errs[i] = renewErr(r.Key, f, err)
+		errs[i] = renewErr(r.Key, fences[i], err)
 	}
 	return errs
 }
@@ -118,20 +100,6 @@ func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
 	var released bool
 	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
 	return releaseErr(r.Key, released, err)
-}
-
-// Inspect reports who holds key; for a free key, Fence is the last granted.
-func (s *TableStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	return s.inspect(ctx, key, s.inspectSQL)
-}
-
-// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
-// row lock, that the row still names l's token and fence and has not
-// expired by the server's clock: a holder paused past its TTL is rejected
-// with an error matching lease.ErrNotHeld. The row lock also delays the
-// holder's own renewal: keep fn well within the renew interval.
-func (s *TableStore) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.fencedTx(ctx, l, fn, s.fenceSQL)
 }
 
 // Close does nothing: the store holds no resources of its own.
