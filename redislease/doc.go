@@ -42,5 +42,5 @@
 // Redis replication is asynchronous: after a failover the new primary may not
 // know a lease, and grant it again. Fences, checked by the protected
 // resource, keep the resource safe; [WithReplicaAck] narrows the window.
-// See docs/design.md ("Redis") for the reasons behind this layout.
+// See docs/design.md ("The Redis store") for the reasons behind this design.
 package redislease

@@ -64,7 +64,8 @@ type Option func(*config)
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
 // WithMaxWaiters caps each key's queue at n live waiters (default
-// [driver.DefaultMaxWaiters]); New refuses n < 1. Stores sharing a prefix
+// [driver.DefaultMaxWaiters]); New refuses n outside
+// 1..[driver.MaxMaxWaiters]. Stores sharing a prefix
 // should use the same cap.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
@@ -83,8 +84,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		err = lease.Invalid("store", "nil redis client")
 	case strings.ContainsAny(c.prefix, "{}"):
 		err = lease.Invalid("prefix", "%q contains '{' or '}'", c.prefix)
-	case c.maxWaiters < 1:
-		err = lease.Invalid("max waiters", "%d is below 1", c.maxWaiters)
+	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
+		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
 	default:
 		err = c.ack.check(client)
 	}
