@@ -485,7 +485,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 
 	// 5. pg contention
 	w("\n## 5. Contention on the PostgreSQL stores\n\n")
-	w("The shape of `pglease`'s `BenchmarkContention`, in this run: N clients on one key acquire (waiting, woken by NOTIFY) and release at once (no hold); p50/p99 are the acquire waits, hand-off as in §2. The 16-worker, 1 ms-hold figures for both modes are in §2. The PostgreSQL issue's full table (1/8/64 clients, 1/64 keys, private server with fsync on) is in [stores.md](stores.md#measured-contention-table-vs-advisory): table mode 1225 → 307 → 73 ops/s and advisory 861 → 396 → 110 ops/s for 1 → 8 → 64 clients on one key.\n\n")
+	w("The shape of the former `pglease` `BenchmarkContention`, in this run: N clients on one key acquire (waiting, woken by NOTIFY) and release at once (no hold); p50/p99 are the acquire waits, hand-off as in §2. The 16-worker, 1 ms-hold figures for both modes are in §2. The PostgreSQL issue's full table (1/8/64 clients, 1/64 keys, private server with fsync on) is in [stores.md](stores.md#measured-contention-table-vs-advisory): table mode 1225 → 307 → 73 ops/s and advisory 861 → 396 → 110 ops/s for 1 → 8 → 64 clients on one key.\n\n")
 	w("| mode | clients | acq/s | wait p50 | wait p99 | wait max | hand-off p50 | hand-off p99 | re-take %% | per worker min..max |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.Scenario == "pg-contention" && r.Skipped == "" {
