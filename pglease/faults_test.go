@@ -46,22 +46,6 @@ func TestInvalidTable(t *testing.T) {
 	if g, err := s.Acquire(ctx, req("k", "h", time.Second)); err != nil || g.Fence != 1 {
 		t.Errorf("Acquire in table %s: %+v, %v", s.Table(), g, err)
 	}
-	// A table that was never migrated: a clear error, not a silent creation.
-	missing, err := pglease.New(pool, pglease.WithTable("pglease_never_migrated_"+randHex(4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := missing.Acquire(ctx, req("k", "h", time.Second)); err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Errorf("Acquire on a table that was never migrated: %v, want a 'does not exist' error", err)
-	}
-	// A schema that does not exist.
-	noSchema, err := pglease.New(pool, pglease.WithTable("pglease_no_schema_"+randHex(4)+".leases"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := noSchema.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "schema") {
-		t.Errorf("Migrate into a missing schema: %v, want an error about the schema", err)
-	}
 }
 
 // TestServerRestart: a private server crashes and restarts while a lease is

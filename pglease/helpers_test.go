@@ -18,8 +18,6 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-const dsnEnv = "LEASE_TEST_POSTGRES_DSN"
-
 // testCtx returns a context that ends with the test or after d.
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
@@ -32,7 +30,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 // unset, or fails under LEASE_TEST_REQUIRE_ALL=1).
 func sharedDSN(t testing.TB) string {
 	t.Helper()
-	return leasetest.Env(t, dsnEnv)
+	return leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
 }
 
 // newPool returns a pool for dsn, closed when the test ends.
