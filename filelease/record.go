@@ -98,12 +98,8 @@ func parse(data []byte) (record, error) {
 	var r record
 	end := bytes.Index(data, []byte("\ncrc32c ")) + 1
 	sumLine, _, complete := bytes.Cut(data[end:], []byte("\n"))
-	var sum uint32
-	if _, err := fmt.Sscanf(string(sumLine), "crc32c %x", &sum); end == 0 || !complete || err != nil {
-		return r, corrupt("no checksum line (truncated?)")
-	}
-	if want := crc32.Checksum(data[:end], castagnoli); sum != want {
-		return r, corrupt("checksum %08x, content has %08x (torn or edited)", sum, want)
+	if want := fmt.Sprintf("crc32c %08x", crc32.Checksum(data[:end], castagnoli)); end == 0 || !complete || string(sumLine) != want {
+		return r, corrupt("checksum line %.40q, want %q (torn, truncated or edited)", sumLine, want)
 	}
 	// A missing line reads as "" and fails its scan, or the count below.
 	lines := strings.Split(string(data[:end-1]), "\n")

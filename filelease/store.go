@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -168,6 +169,9 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
 		}
 		return 0, refused
+	}
+	if rec.Fence == math.MaxUint64 {
+		return 0, fmt.Errorf("fence exhausted at %d", rec.Fence)
 	}
 	q, _ = fifo.Dequeue(q, r.Token)
 	rec = record{Key: r.Key, Fence: rec.Fence + 1, Token: r.Token, Holder: r.Holder, Boot: s.boot, Expires: expires}
