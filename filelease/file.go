@@ -1,11 +1,10 @@
 //go:build linux
 
-// Lease files on disk, the host's monotonic clock and its boot id.
+// Lease files on disk and the host's monotonic clock.
 
 package filelease
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -13,20 +12,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/leasekit/lease"
 	"golang.org/x/sys/unix"
 )
-
-// readBootID returns the random id of the running kernel's boot.
-func readBootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if id := strings.TrimSpace(string(b)); id != "" {
-		return id, nil
-	}
-	return "", fmt.Errorf("read boot id: %w", cmp.Or(err, errors.New("empty")))
-}
 
 // monotonicNow reads CLOCK_MONOTONIC in nanoseconds: shared by every process
 // of the host, never stepped, and the clock of Go's timers.
@@ -45,10 +34,11 @@ const (
 	modeCreate                 // exclusive lock; a missing file is created
 )
 
-// leaseFile is an open, locked lease file and its record.
+// leaseFile is an open, locked lease file, its size and its record.
 type leaseFile struct {
-	f   *os.File
-	rec record
+	f    *os.File
+	size int64
+	rec  record
 }
 
 // lock opens key's file, locks it until close and reads its record, which
@@ -56,14 +46,10 @@ type leaseFile struct {
 // system calls, unless its process is stopped in the middle of one.
 func (s *Store) lock(key string, mode openMode) (*leaseFile, error) {
 	path := s.File(key)
-	flags, how := os.O_RDWR|unix.O_NOFOLLOW, unix.LOCK_EX
-	if mode == modeRead {
-		flags, how = os.O_RDONLY|unix.O_NOFOLLOW, unix.LOCK_SH
-	}
-	f, err := os.OpenFile(path, flags, 0)
+	lf, err := open(path, mode)
 	if errors.Is(err, fs.ErrNotExist) && mode == modeCreate {
 		if err = s.create(path, key); err == nil {
-			f, err = os.OpenFile(path, flags, 0)
+			lf, err = open(path, mode)
 		}
 	}
 	switch {
@@ -71,7 +57,23 @@ func (s *Store) lock(key string, mode openMode) (*leaseFile, error) {
 		return nil, nil
 	case errors.Is(err, fs.ErrNotExist) && mode == modeWrite:
 		return nil, lease.ErrNotHeld
-	case err != nil:
+	case err == nil && lf.rec.Key != key:
+		lf.close()
+		return nil, fmt.Errorf("%s: %w", path, corrupt("the file records key %.40q", lf.rec.Key))
+	}
+	return lf, err
+}
+
+// open opens the lease file at path, locks it (shared for modeRead) and
+// reads its record. A file replaced by hand while we waited for its lock is
+// refused: its lock no longer guards the path.
+func open(path string, mode openMode) (*leaseFile, error) {
+	flags, how := os.O_RDWR|unix.O_NOFOLLOW, unix.LOCK_EX
+	if mode == modeRead {
+		flags, how = os.O_RDONLY|unix.O_NOFOLLOW, unix.LOCK_SH
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
 		return nil, err
 	}
 	lf := &leaseFile{f: f}
@@ -85,27 +87,18 @@ func (s *Store) lock(key string, mode openMode) (*leaseFile, error) {
 	if err == nil && !os.SameFile(fi, pi) {
 		err = errors.New("replaced while we waited for its lock")
 	}
-	if err == nil {
-		lf.rec, err = readRecord(f)
-	}
-	if err == nil && lf.rec.Key != key {
-		err = corrupt("the file records key %.40q", lf.rec.Key)
+	if err == nil { // a record longer than maxFile has no checksum line there
+		data := make([]byte, min(fi.Size(), maxFile))
+		if _, err = io.ReadFull(f, data); err == nil {
+			lf.size = fi.Size()
+			lf.rec, err = parse(data)
+		}
 	}
 	if err != nil {
 		lf.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return lf, nil
-}
-
-// readRecord parses the record of a file opened at offset 0. Only its first
-// maxFile bytes are read: a longer record has no checksum line there.
-func readRecord(f *os.File) (record, error) {
-	data, err := io.ReadAll(io.LimitReader(f, maxFile))
-	if err != nil {
-		return record{}, err
-	}
-	return parse(data)
 }
 
 // write replaces the record in place (the file keeps its identity, so its
@@ -116,9 +109,12 @@ func (lf *leaseFile) write(rec record, sync bool) error {
 	if _, err := lf.f.WriteAt(data, 0); err != nil {
 		return err
 	}
-	if err := lf.f.Truncate(int64(len(data))); err != nil {
-		return err
+	if lf.size > int64(len(data)) {
+		if err := lf.f.Truncate(int64(len(data))); err != nil {
+			return err
+		}
 	}
+	lf.size = int64(len(data))
 	if sync {
 		if err := unix.Fdatasync(int(lf.f.Fd())); err != nil {
 			return fmt.Errorf("fdatasync %s: %w", lf.f.Name(), err)

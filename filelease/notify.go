@@ -46,7 +46,7 @@ type subscription struct {
 }
 
 // Next returns the next announcement. Its Next is the key's next holder (see
-// record.next), read from the file without its lock.
+// record.next), as the file says.
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
@@ -100,25 +100,19 @@ func (sub *subscription) parse(b []byte) error {
 	return nil
 }
 
-// peek reads the record of the lease file called name without its lock (the
-// announcing Release may still hold it); a concurrent write may tear it.
+// peek reads the record of the lease file called name under a shared lock,
+// which waits for the announcing Release to close the file.
 func (s *Store) peek(name string) (record, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	lf, err := open(filepath.Join(s.dir, name), modeRead)
 	if err != nil {
 		return record{}, err
 	}
-	defer f.Close()
-	rec, err := readRecord(f)
-	if err == nil && fileName(rec.Key) != name {
-		err = corrupt("%s records key %.40q", name, rec.Key)
+	lf.close()
+	if fileName(lf.rec.Key) != name {
+		return record{}, corrupt("%s records key %.40q", name, lf.rec.Key)
 	}
-	return rec, err
+	return lf.rec, nil
 }
 
 // Close ends the subscription and unblocks Next.
-func (sub *subscription) Close() error {
-	if err := sub.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return fmt.Errorf("filelease: close subscription: %w", err)
-	}
-	return nil
-}
+func (sub *subscription) Close() error { return sub.f.Close() }

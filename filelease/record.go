@@ -127,8 +127,16 @@ func parse(data []byte) (record, error) {
 		scan(7, "queue-boot %q", &r.QueueBoot)
 		scan(8, "waiters %d", &n)
 		r.Queue = make([]fifo.Waiter, max(0, min(n, len(lines))))
-		for i := range r.Queue {
-			scan(9+i, "waiter %q %d", &r.Queue[i].Token, &r.Queue[i].Expires)
+		for i := range r.Queue { // not by scan, which is slow: a queue has up to MaxWaiters lines
+			v, _ := strings.CutPrefix(line(9+i), "waiter ")
+			q, e := strconv.QuotedPrefix(v)
+			if e == nil {
+				r.Queue[i].Token, _ = strconv.Unquote(q)
+				r.Queue[i].Expires, e = strconv.ParseInt(strings.TrimPrefix(v[len(q):], " "), 10, 64)
+			}
+			if e != nil && err == nil {
+				err = corrupt("line %.40q, want a waiter", line(9+i))
+			}
 		}
 		n += 2
 	}

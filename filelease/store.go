@@ -3,12 +3,14 @@
 package filelease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -92,8 +94,10 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := prepareDir(s.dir, s.mode); err != nil {
 		return nil, err
 	}
-	if s.boot, err = readBootID(); err != nil {
-		return nil, fmt.Errorf("filelease: %w", err)
+	// The boot id tells leases of this boot from those of earlier ones.
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if s.boot = strings.TrimSpace(string(b)); s.boot == "" {
+		return nil, fmt.Errorf("filelease: read boot id: %w", cmp.Or(err, errors.New("empty")))
 	}
 	return s, nil
 }
