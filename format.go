@@ -3,7 +3,6 @@ package lease
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
 )
 
 // A Lease printed or logged by mistake must not give away its
@@ -21,7 +20,13 @@ func (l *Lease) String() string {
 
 // Format implements fmt.Formatter so that every verb prints String, never
 // the fields (and the full token) as fmt would by default; %q quotes it.
-func (l *Lease) Format(s fmt.State, verb rune) { format(s, verb, l.String()) }
+func (l *Lease) Format(s fmt.State, verb rune) {
+	if verb == 'q' {
+		_, _ = fmt.Fprintf(s, "%q", l.String())
+		return
+	}
+	_, _ = fmt.Fprint(s, l.String())
+}
 
 // LogValue implements slog.LogValuer: a group of key, fence, holder and the
 // shortened token.
@@ -35,11 +40,4 @@ func (l *Lease) LogValue() slog.Value {
 		slog.String("holder", l.p.holder),
 		slog.String("token", short(l.req.Token)),
 	)
-}
-
-func format(s fmt.State, verb rune, str string) {
-	if verb == 'q' {
-		str = strconv.Quote(str)
-	}
-	_, _ = fmt.Fprint(s, str)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -49,15 +50,10 @@ func (c *Client) heartbeat() {
 func (c *Client) kickLocked(at time.Time) {
 	if at.Before(c.wakeAt) {
 		c.wakeAt = at
-		c.kick()
-	}
-}
-
-// kick wakes the heartbeat to re-plan.
-func (c *Client) kick() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -143,11 +139,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 			defer cancel()
 			errs := c.batch.RenewMany(ctx, reqs)
 			if len(errs) != len(reqs) {
-				err := errors.New("lease: store's RenewMany returned the wrong number of results")
-				errs = make([]error, len(reqs))
-				for i := range errs {
-					errs[i] = err
-				}
+				errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
 			}
 			c.renewed(sent, due, errs)
 		})
@@ -196,7 +188,7 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	for i, l := range ls {
 		close(l.inflight)
 		l.inflight = nil
-		if l.state != stateHeld {
+		if l.err != nil {
 			continue
 		}
 		err := errs[i]
