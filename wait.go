@@ -154,14 +154,14 @@ type hub struct {
 	c        *Client
 	notifier driver.Notifier // nil: the store does not announce releases
 
-	mu       sync.Mutex
-	waiters  map[string]map[*waiter]struct{}
-	sub      driver.Subscription // nil if none is active
-	cancel   context.CancelFunc  // stops sub's reader
-	gen      uint64              // counts subscriptions made
-	starting chan struct{}       // non-nil while Subscribe is in flight
-	failedAt time.Time           // the last Subscribe the store failed
-	closed   bool
+	mu          sync.Mutex
+	waiters     map[string]map[*waiter]struct{}
+	sub         driver.Subscription // nil if none is active
+	cancel      context.CancelFunc  // stops sub's reader
+	gen         uint64              // counts subscriptions made
+	subscribing chan struct{}       // holds a value while Subscribe is in flight
+	failedAt    time.Time           // the last Subscribe the store failed
+	closed      bool
 }
 
 // subscribeCooldown is how long waiters rely on timers alone after a failed
@@ -169,7 +169,7 @@ type hub struct {
 const subscribeCooldown = time.Second
 
 func newHub(c *Client) *hub {
-	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{})}
+	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{}), subscribing: make(chan struct{}, 1)}
 	h.notifier, _ = c.store.(driver.Notifier)
 	return h
 }
@@ -210,63 +210,42 @@ func (h *hub) unregister(w *waiter) {
 // returns its generation; 0 means waiters must rely on timers. Any release
 // after ensure returns a non-zero generation reaches the waiters.
 func (h *hub) ensure(ctx context.Context) uint64 {
-	if h.notifier == nil {
+	if g := h.current(); g != 0 || h.notifier == nil {
+		return g
+	}
+	select { // one Subscribe at a time
+	case h.subscribing <- struct{}{}:
+		defer func() { <-h.subscribing }()
+	case <-ctx.Done():
 		return 0
 	}
-	for {
-		h.mu.Lock()
-		switch {
-		case h.closed:
-			h.mu.Unlock()
-			return 0
-		case h.sub != nil:
-			defer h.mu.Unlock()
-			return h.gen
-		case h.starting != nil:
-			st := h.starting
-			h.mu.Unlock()
-			select {
-			case <-st:
-				continue
-			case <-ctx.Done():
-				return 0
-			}
-		case !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown:
-			h.mu.Unlock()
-			return 0
-		}
-		st := make(chan struct{})
-		h.starting = st
+	h.mu.Lock()
+	if h.closed || h.sub != nil || !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown {
 		h.mu.Unlock()
-
-		sub, err := h.notifier.Subscribe(ctx)
-
-		h.mu.Lock()
-		h.starting = nil
-		close(st)
-		switch {
-		case err != nil && ctx.Err() != nil: // the caller gave up, not the store
-			h.mu.Unlock()
-			return 0
-		case err != nil:
-			h.failedAt = h.c.clock.Now()
-			h.mu.Unlock()
-			h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
-			return 0
-		case h.closed:
-			h.mu.Unlock()
-			_ = sub.Close()
-			return 0
-		}
+		return h.current()
+	}
+	h.mu.Unlock()
+	sub, err := h.notifier.Subscribe(ctx)
+	h.mu.Lock()
+	switch {
+	case err != nil && ctx.Err() != nil: // the caller gave up, not the store
+	case err != nil:
+		h.failedAt = h.c.clock.Now()
+		h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
+	case h.closed:
+		_ = sub.Close()
+	default:
 		h.failedAt = time.Time{}
 		h.gen++
-		g := h.gen
 		rctx, cancel := context.WithCancel(context.Background())
 		h.sub, h.cancel = sub, cancel
+		g := h.gen
 		h.mu.Unlock()
 		h.c.spawn(func() { h.read(rctx, sub, g) })
 		return g
 	}
+	h.mu.Unlock()
+	return 0
 }
 
 // current returns the generation of the active subscription, 0 if none.
