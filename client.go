@@ -16,10 +16,8 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Client acquires and keeps leases in one store. One heartbeat goroutine
-// renews all its leases (in one round trip when the store batches), and one
-// subscription wakes its waiters (when the store announces releases). It is
-// safe for concurrent use; Close it to release its leases.
+// Client acquires leases in one store and renews them in the background. It
+// is safe for concurrent use; Close it to release its leases.
 type Client struct {
 	store driver.Store
 	batch driver.BatchRenewer // nil when the store cannot batch
@@ -123,12 +121,8 @@ func (c *Client) validKey(key string) error {
 }
 
 // TryAcquire acquires key if it is free and returns at once otherwise, with
-// an error matching ErrHeld (a *HeldError telling who holds it, when the
-// store can tell).
-//
-// Leases are not reentrant: a key this Client already holds is refused at
-// once by every acquisition, with a *HeldError whose Self is set.
-// Goroutines that share a Client share its leases.
+// a *HeldError. Leases are not reentrant: a key this Client holds is refused
+// (HeldError.Self), whichever goroutine asks.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -140,17 +134,11 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 }
 
 // Acquire acquires key, waiting while another holder has it, until ctx ends
-// or the Client is closed (ErrClosed). It wakes on the store's release
-// announcement, or else when the holder's TTL would run out; it never polls.
-//
-// With a FIFO store (Caps.FIFO, every leasekit store) the key goes to the
-// client that has waited longest, and neither the releaser nor a newcomer
-// can take it meanwhile; WithFIFO(false) lets waiters race instead. A full
-// queue returns a *QueueFullError at once.
-//
-// When ctx ends, the error is a *HeldError matching both ErrHeld and ctx's
-// error, telling the last refusal and the time waited; if the store refused
-// nothing by then, it matches ctx's error only.
+// or the Client is closed. It wakes on the store's release announcement or
+// when the holder's TTL would run out. With a FIFO store the key goes to the
+// longest waiter (see WithFIFO); a full queue is a *QueueFullError at once.
+// When ctx ends, the error is the last refusal, a *HeldError that matches
+// ctx's error too.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	if err != nil {
@@ -229,10 +217,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	return info, nil
 }
 
-// Close releases every lease the Client holds (their Err becomes
-// ErrReleased), stops its goroutines and waits for them; it does not close
-// the store. It returns the release errors, except for leases the store had
-// already expired. Later acquisitions return ErrClosed.
+// Close releases the Client's leases and stops its goroutines; it does not
+// close the store. Later acquisitions return ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

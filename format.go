@@ -9,8 +9,7 @@ import (
 // token, which renews and releases the lease: String, Format (every verb,
 // %+v and %#v included) and LogValue show only its first 8 characters.
 
-// String returns the lease's key, fence, holder and shortened token, e.g.
-// lease{key="jobs" fence=7 holder="host:42" token=3f9c0a1b…}.
+// String returns the lease's key, fence, holder and shortened token.
 func (l *Lease) String() string {
 	if l == nil {
 		return "<nil>"
@@ -18,8 +17,7 @@ func (l *Lease) String() string {
 	return fmt.Sprintf("lease{key=%q fence=%d holder=%q token=%s}", l.req.Key, l.fence, l.p.holder, short(l.req.Token))
 }
 
-// Format implements fmt.Formatter so that every verb prints String, never
-// the fields (and the full token) as fmt would by default; %q quotes it.
+// Format prints String for every verb.
 func (l *Lease) Format(s fmt.State, verb rune) {
 	if verb == 'q' {
 		_, _ = fmt.Fprintf(s, "%q", l.String())
@@ -28,8 +26,7 @@ func (l *Lease) Format(s fmt.State, verb rune) {
 	_, _ = fmt.Fprint(s, l.String())
 }
 
-// LogValue implements slog.LogValuer: a group of key, fence, holder and the
-// shortened token.
+// LogValue logs what String prints.
 func (l *Lease) LogValue() slog.Value {
 	if l == nil {
 		return slog.StringValue("<nil>")

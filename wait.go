@@ -107,10 +107,8 @@ func (c *Client) pause(ctx context.Context, d time.Duration, wake <-chan struct{
 }
 
 // WaitRelease blocks until the store announces that key may have been
-// released (true), d passes (false), ctx ends or the Client closes. It shares
-// the Client's release subscription; without one it sleeps for d. True is a
-// hint to look again, not a promise that the key is free. Acquisitions are
-// never announced, and expiries only where the store sees them.
+// released (true: a hint to look again), d passes (false), ctx ends or the
+// Client closes. Without announcements it sleeps for d.
 func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (bool, error) {
 	if err := c.validKey(key); err != nil {
 		return false, err
