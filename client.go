@@ -125,10 +125,7 @@ func (c *Client) validKey(key string) error {
 // (HeldError.Self), whichever goroutine asks.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.run(key, p, func(start time.Time) (*Lease, error) {
+	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
 		return c.attempt(ctx, c.request(key, p, false), p, start)
 	})
 }
@@ -141,33 +138,33 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // ctx's error too.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.run(key, p, func(start time.Time) (*Lease, error) {
+	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
 		if err := c.own(key); err != nil {
 			return nil, err
 		}
-		if !c.fifo {
-			return c.wait(ctx, key, p, "", []string{key}, func(ctx context.Context) (*Lease, error) {
-				return c.attempt(ctx, c.request(key, p, false), p, start)
-			})
+		req := c.request(key, p, c.fifo) // FIFO: the waiter's place for the whole wait
+		var token string // the hub wakes a queued waiter only when it is next
+		if c.fifo {
+			token = req.Token
 		}
-		// The token is the waiter's place in the queue for the whole wait.
-		req := c.request(key, p, true)
-		l, err := c.wait(ctx, key, p, req.Token, []string{key}, func(ctx context.Context) (*Lease, error) {
+		l, err := c.wait(ctx, key, p, token, []string{key}, func(ctx context.Context) (*Lease, error) {
+			if !c.fifo {
+				req = c.request(key, p, false) // racing waiters: a new token per attempt
+			}
 			return c.attempt(ctx, req, p, start)
 		})
-		if err != nil {
-			// Out of the queue (and holding nothing) once Acquire fails.
-			c.drop(req, min(req.TTL/3, time.Second))
+		if err != nil && c.fifo {
+			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue once Acquire fails
 		}
 		return l, err
 	})
 }
 
-// run calls acquire and reports its failure to the observers.
-func (c *Client) run(key string, p params, acquire func(start time.Time) (*Lease, error)) (*Lease, error) {
+// run reports a failed acquisition to the observers; err is its input's.
+func (c *Client) run(key string, p params, err error, acquire func(start time.Time) (*Lease, error)) (*Lease, error) {
+	if err != nil {
+		return nil, err
+	}
 	start := c.clock.Now()
 	l, err := acquire(start)
 	if err != nil && len(c.obs) > 0 && !errors.Is(err, ErrInvalid) {

@@ -23,10 +23,7 @@ const semTag = " [sem n="
 // same n for a key; a holder seen with another n is an *InvalidError.
 func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts ...AcquireOption) (*Lease, error) {
 	s, err := c.newSemaphore(key, n, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.run(key, s.p, func(start time.Time) (*Lease, error) {
+	return c.run(key, s.p, err, func(start time.Time) (*Lease, error) {
 		return c.wait(ctx, key, s.p, "", s.slots, func(ctx context.Context) (*Lease, error) { return s.try(ctx, start) })
 	})
 }
@@ -36,10 +33,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 // the earliest expiry among the slots. See AcquireSemaphore.
 func (c *Client) TrySemaphore(ctx context.Context, key string, n int, opts ...AcquireOption) (*Lease, error) {
 	s, err := c.newSemaphore(key, n, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.run(key, s.p, func(start time.Time) (*Lease, error) { return s.try(ctx, start) })
+	return c.run(key, s.p, err, func(start time.Time) (*Lease, error) { return s.try(ctx, start) })
 }
 
 // semaphore is one acquisition of a semaphore.
@@ -50,25 +44,25 @@ type semaphore struct {
 	slots []string // the slot keys, 0..n-1
 }
 
-func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (*semaphore, error) {
+// newSemaphore returns s, with an error if the input is invalid.
+func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (s *semaphore, err error) {
+	s = &semaphore{c: c, key: key}
 	if n < 1 {
-		return nil, Invalid("semaphore n", "%d; want at least 1", n)
+		return s, Invalid("semaphore n", "%d; want at least 1", n)
 	}
 	if err := c.validKey(key); err != nil {
-		return nil, err
+		return s, err
 	}
 	// Slot n, the longest key, is inspected for holders with a larger n.
-	p, err := c.prepare(SlotKey(key, n), opts)
-	if err != nil {
-		return nil, fmt.Errorf("semaphore %q with n=%d: %w", key, n, err)
+	if s.p, err = c.prepare(SlotKey(key, n), opts); err != nil {
+		return s, fmt.Errorf("semaphore %q with n=%d: %w", key, n, err)
 	}
-	p.tag = semTag + strconv.Itoa(n) + "]"
-	if _, err := p.resolve(c.caps); err != nil {
-		return nil, fmt.Errorf("semaphore %q: the holder with its tag %q: %w", key, p.tag, err)
+	s.p.tag = semTag + strconv.Itoa(n) + "]"
+	if _, err := s.p.resolve(c.caps); err != nil {
+		return s, fmt.Errorf("semaphore %q: the holder with its tag %q: %w", key, s.p.tag, err)
 	}
-	s := &semaphore{c: c, key: key, p: p, slots: make([]string, n)}
-	for i := range s.slots {
-		s.slots[i] = SlotKey(key, i)
+	for i := range n {
+		s.slots = append(s.slots, SlotKey(key, i))
 	}
 	return s, nil
 }

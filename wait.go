@@ -20,19 +20,16 @@ import (
 // waiter; token is its queued token ("" when it does not queue).
 func (c *Client) wait(ctx context.Context, key string, p params, token string, keys []string, try func(context.Context) (*Lease, error)) (*Lease, error) {
 	start := c.clock.Now()
-	var w *waiter
-	defer func() { c.hub.unregister(w) }()
+	w := c.hub.register(token, keys) // before an attempt: a release after it wakes us
+	defer c.hub.unregister(w)
 	var transient int
 	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
-		// Subscribe before an attempt, so that a release after it wakes us;
-		// but a first attempt needs none unless the Client has one already.
+		// The same for the subscription, but a first attempt needs none
+		// unless the Client has one already.
 		var gen uint64
 		if !first || c.hub.current() != 0 {
 			gen = c.hub.ensure(ctx)
-		}
-		if gen != 0 && w == nil {
-			w = c.hub.register(token, keys)
 		}
 		l, err := try(ctx)
 		if err == nil {
@@ -65,14 +62,17 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 		if cur := c.hub.current(); first && gen == 0 && c.hub.notifier != nil || cur != 0 && cur != gen {
 			continue // (re)subscribed: look again at once
 		}
-		if w == nil {
-			w = c.hub.register(token, keys)
-		}
-		if err := c.pause(ctx, sleep, w.ch); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil, fmt.Errorf("lease: acquire %q: %w", key, err)
-			}
-			return nil, c.gaveUp(key, last, start, err)
+		t := c.clock.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.gaveUp(key, last, start, ctx.Err())
+		case <-c.stop:
+			t.Stop()
+			return nil, fmt.Errorf("lease: acquire %q: %w", key, ErrClosed)
+		case <-w.ch:
+			t.Stop()
+		case <-t.C():
 		}
 	}
 }
@@ -88,22 +88,6 @@ func (c *Client) gaveUp(key string, last *HeldError, start time.Time, cause erro
 	he := *last
 	he.Key, he.Err, he.Waited = key, cause, waited
 	return &he
-}
-
-// pause sleeps for d or until wake; it returns ctx's error when ctx ends and
-// ErrClosed when the Client closes.
-func (c *Client) pause(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.stop:
-		return ErrClosed
-	case <-wake:
-	case <-t.C():
-	}
-	return nil
 }
 
 // WaitRelease blocks until the store announces that key may have been
