@@ -103,10 +103,7 @@ func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
 }
 
 func (c *Client) validKey(key string) error {
-	max := MaxKeyLen
-	if c.caps.MaxKeyLen > 0 {
-		max = min(max, c.caps.MaxKeyLen)
-	}
+	max := min(MaxKeyLen, cmp.Or(c.caps.MaxKeyLen, MaxKeyLen))
 	switch {
 	case key == "":
 		return Invalid("key", "empty")
@@ -143,7 +140,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			return nil, err
 		}
 		req := c.request(key, p, c.fifo) // FIFO: the waiter's place for the whole wait
-		var token string // the hub wakes a queued waiter only when it is next
+		var token string                 // the hub wakes a queued waiter only when it is next
 		if c.fifo {
 			token = req.Token
 		}

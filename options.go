@@ -77,22 +77,14 @@ func WithHolder(h string) LeaseOption { return func(p *params) { p.holder = h } 
 // receives every event, in the order given.
 func WithObserver(o Observer) Option {
 	return clientOption(func(c *config) {
-		if o == nil {
-			c.errs = append(c.errs, Invalid("observer", "nil observer"))
-			return
-		}
 		c.observers = append(c.observers, o)
+		c.nonNil(o != nil, "observer")
 	})
 }
 
 // WithLogger sets the logger (default: discard). Tokens are never logged in full.
 func WithLogger(l *slog.Logger) Option {
-	return clientOption(func(c *config) {
-		if l == nil {
-			c.errs = append(c.errs, Invalid("logger", "nil logger"))
-		}
-		c.logger = l
-	})
+	return clientOption(func(c *config) { c.logger = l; c.nonNil(l != nil, "logger") })
 }
 
 // WithFIFO(false) makes Acquire's waiters race for a released key instead of
@@ -104,12 +96,13 @@ func WithFIFO(enabled bool) Option {
 
 // WithClock sets the Client's clock (default: the system clock).
 func WithClock(clk Clock) Option {
-	return clientOption(func(c *config) {
-		if clk == nil {
-			c.errs = append(c.errs, Invalid("clock", "nil clock"))
-		}
-		c.clock = clk
-	})
+	return clientOption(func(c *config) { c.clock = clk; c.nonNil(clk != nil, "clock") })
+}
+
+func (c *config) nonNil(ok bool, what string) {
+	if !ok {
+		c.errs = append(c.errs, Invalid(what, "nil %s", what))
+	}
 }
 
 func defaultHolder() string {
