@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,8 +81,7 @@ func New(store driver.Store, opts ...Option) (*Client, error) {
 	}
 	c.idle = rp.renew
 	c.hub = newHub(c)
-	c.wg.Add(1)
-	go c.heartbeat()
+	c.wg.Go(c.heartbeat)
 	return c, nil
 }
 
@@ -93,9 +94,7 @@ func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
 		}
 		o.applyAcquire(&p)
 	}
-	if p.ttl == 0 {
-		p.ttl = c.def.ttl // WithTTL(0) on an acquisition: the Client's TTL
-	}
+	p.ttl = cmp.Or(p.ttl, c.def.ttl) // WithTTL(0) on an acquisition: the Client's
 	if err := c.validKey(key); err != nil {
 		return p, err
 	}
@@ -220,10 +219,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	held := make([]*Lease, 0, len(c.leases))
-	for l := range c.leases {
-		held = append(held, l)
-	}
+	held := slices.Collect(maps.Keys(c.leases))
 	c.mu.Unlock()
 
 	errs := make([]error, len(held))
@@ -264,9 +260,6 @@ func (c *Client) request(key string, p params, queue bool) driver.Request {
 func (c *Client) attempt(ctx context.Context, req driver.Request, p params, start time.Time) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
 	}
 	if err := c.own(req.Key); err != nil {
 		return nil, err
@@ -323,20 +316,18 @@ func (c *Client) dirty(req driver.Request) {
 	}
 }
 
-// own returns the refusal of an acquisition of key while a lease of c holds
-// it (a *HeldError with Self set), or nil.
+// own refuses an acquisition of key once c is closed (ErrClosed) or while a
+// lease of c holds key (a *HeldError with Self set).
 func (c *Client) own(key string) error {
 	c.mu.Lock()
-	l := c.byKey[key]
-	if l == nil {
-		c.mu.Unlock()
-		return nil
+	defer c.mu.Unlock()
+	if l := c.byKey[key]; l != nil {
+		return &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true, Remaining: max(l.deadline.Sub(c.clock.Now()), 0)}
 	}
-	he := &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true}
-	deadline := l.deadline
-	c.mu.Unlock()
-	he.Remaining = max(deadline.Sub(c.clock.Now()), 0)
-	return he
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
 }
 
 // forgetLocked removes l from the held leases; the caller holds c.mu.
@@ -345,12 +336,6 @@ func (c *Client) forgetLocked(l *Lease) {
 	if c.byKey[l.req.Key] == l {
 		delete(c.byKey, l.req.Key)
 	}
-}
-
-func (c *Client) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
 }
 
 // drop releases req's token, which nobody will renew, within timeout; if
@@ -372,17 +357,14 @@ func (c *Client) cleanup(req driver.Request) {
 // runs f inline instead.
 func (c *Client) spawn(f func()) {
 	c.mu.Lock()
-	if c.draining {
-		c.mu.Unlock()
-		f()
-		return
+	draining := c.draining
+	if !draining {
+		c.wg.Go(f)
 	}
-	c.wg.Add(1)
 	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
+	if draining {
 		f()
-	}()
+	}
 }
 
 // unlockEmit releases c.mu, which the caller holds, and delivers evs to the

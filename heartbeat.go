@@ -21,7 +21,6 @@ import (
 var errDeadline = errors.New("no successful renewal before the local deadline")
 
 func (c *Client) heartbeat() {
-	defer c.wg.Done()
 	for {
 		next := c.tick()
 		before := c.clock.Now()

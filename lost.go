@@ -1,6 +1,10 @@
 package lease
 
-import "errors"
+import (
+	"errors"
+	"maps"
+	"slices"
+)
 
 // Session loss: a store closes a Grant's Lost channel when the session under
 // the lease dies. Such a channel is usually shared by every grant of a
@@ -62,10 +66,7 @@ func (c *Client) watchLost(w *lostWatch) {
 	if c.lost[w.ch] == w {
 		delete(c.lost, w.ch)
 	}
-	held := make([]*Lease, 0, len(w.leases))
-	for l := range w.leases {
-		held = append(held, l)
-	}
+	held := slices.Collect(maps.Keys(w.leases))
 	c.mu.Unlock()
 	for _, l := range held {
 		c.lose(l, LossSession, errSessionEnded)

@@ -97,8 +97,10 @@ func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (
 	if err := c.validKey(key); err != nil {
 		return false, err
 	}
-	if c.isClosed() {
+	select {
+	case <-c.stop:
 		return false, ErrClosed
+	default:
 	}
 	w := c.hub.register("", []string{key})
 	defer c.hub.unregister(w)
