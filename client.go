@@ -62,9 +62,7 @@ func New(store driver.Store, opts ...Option) (*Client, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	if cfg.holder == "" {
-		cfg.holder = defaultHolder()
-	}
+	cfg.holder = cmp.Or(cfg.holder, defaultHolder())
 	c := &Client{
 		store: store, caps: store.Caps(), def: cfg.params, obs: cfg.observers, log: cfg.logger, clock: cfg.clock,
 		leases: make(map[*Lease]struct{}), byKey: make(map[string]*Lease),

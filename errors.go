@@ -74,14 +74,12 @@ func (e *HeldError) describe(remaining bool) string {
 	if e.Holder == "" && e.Fence == 0 && e.Queued > 0 {
 		return fmt.Sprintf("key %q is reserved for %d queued waiter(s)", e.Key, e.Queued)
 	}
-	s := fmt.Sprintf("key %q is held", e.Key)
+	s, by := fmt.Sprintf("key %q is held", e.Key), " by %q"
 	if e.Self {
-		s = fmt.Sprintf("key %q is already held by this client", e.Key)
-		if e.Holder != "" {
-			s += fmt.Sprintf(" as %q", e.Holder)
-		}
-	} else if e.Holder != "" {
-		s += fmt.Sprintf(" by %q", e.Holder)
+		s, by = fmt.Sprintf("key %q is already held by this client", e.Key), " as %q"
+	}
+	if e.Holder != "" {
+		s += fmt.Sprintf(by, e.Holder)
 	}
 	if e.Fence != 0 {
 		s += fmt.Sprintf(" (fence %d)", e.Fence)

@@ -49,10 +49,15 @@ func (c *Client) heartbeat() {
 func (c *Client) kickLocked(at time.Time) {
 	if at.Before(c.wakeAt) {
 		c.wakeAt = at
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		signal(c.wake)
+	}
+}
+
+// signal sends on ch, a channel of capacity 1, unless it is full.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
@@ -127,7 +132,12 @@ func (c *Client) tick() time.Time {
 // renew renews due leases in the background: one round trip for all of them
 // with a batching store, one call per lease otherwise.
 func (c *Client) renew(sent time.Time, due []*Lease) {
-	timeout := renewTimeout(sent, due)
+	// No later than the earliest deadline (the leases are lost then anyway),
+	// no longer than a renew interval (a hung call leaves time to retry).
+	timeout := time.Duration(1<<63 - 1)
+	for _, l := range due {
+		timeout = max(min(timeout, l.deadline.Sub(sent), l.p.renew), time.Millisecond)
+	}
 	if c.batch != nil && len(due) > 1 {
 		reqs := make([]driver.Request, len(due))
 		for i, l := range due {
@@ -167,17 +177,6 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 // renewWorkers bounds the concurrent Renew calls of one round with a store
 // that cannot batch.
 const renewWorkers = 16
-
-// renewTimeout bounds a renewal: no later than the earliest deadline among the
-// leases (they are lost then anyway) and no longer than a renew interval, so a
-// hung call leaves time to retry.
-func renewTimeout(now time.Time, ls []*Lease) time.Duration {
-	d := time.Duration(1<<63 - 1)
-	for _, l := range ls {
-		d = min(d, l.deadline.Sub(now), l.p.renew)
-	}
-	return max(d, time.Millisecond)
-}
 
 // renewed applies the results of a renewal sent at sent.
 func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {

@@ -106,11 +106,8 @@ func (c *config) nonNil(ok bool, what string) {
 }
 
 func defaultHolder() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "unknown"
-	}
-	return fmt.Sprintf("%s:%d", h, os.Getpid())
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", cmp.Or(h, "unknown"), os.Getpid())
 }
 
 // resolve fills defaults in p and validates it against the store's limits.

@@ -125,13 +125,6 @@ type waiter struct {
 	ch    chan struct{} // gets a value when one of keys may be free
 }
 
-func (w *waiter) notify() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
-	}
-}
-
 // hub keeps the Client's one Subscription and wakes the waiters of a key
 // when its release is announced.
 type hub struct {
@@ -259,7 +252,7 @@ func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
 			for w := range h.waiters[a.Key] {
 				// A queued waiter other than the announced next would be refused.
 				if a.Next == "" || w.token == "" || w.token == a.Next {
-					w.notify()
+					signal(w.ch)
 				}
 			}
 			h.mu.Unlock()
@@ -272,7 +265,7 @@ func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
 		}
 		for _, ws := range h.waiters {
 			for w := range ws {
-				w.notify()
+				signal(w.ch)
 			}
 		}
 		h.mu.Unlock()
