@@ -69,8 +69,7 @@ func (c *Client) tick() time.Time {
 	// than the planned wake, and its acquisition need not wake the
 	// heartbeat (a goroutine switch and a new timer per acquisition).
 	next := now.Add(c.idle)
-	var due []*Lease
-	var lost []*Lease
+	var due, lost []*Lease
 	var evs []Event
 
 	c.mu.Lock()
@@ -104,9 +103,7 @@ func (c *Client) tick() time.Time {
 		}
 		at := l.nextRenew
 		if align && l.failures == 0 {
-			if early := l.lastRenew.Add(l.p.renew / 3); early.Before(at) {
-				at = early
-			}
+			at = l.lastRenew.Add(l.p.renew / 3)
 		}
 		if !now.Before(at) {
 			l.inflight = make(chan struct{})

@@ -72,13 +72,9 @@ func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (s *semap
 // transient error is returned only when no slot was free.
 func (s *semaphore) try(ctx context.Context, start time.Time) (*Lease, error) {
 	n := len(s.slots)
-	beyond := SlotKey(s.key, n)
-	info, err := s.c.store.Inspect(ctx, beyond)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("lease: acquire semaphore %q: %w", s.key, ctx.Err())
-	case err == nil && info.Held:
-		return nil, s.mixed(info.Holder, beyond) // a larger n, or another use of the key
+	beyond := SlotKey(s.key, n) // held: by a larger n, or another use of the key
+	if info, err := s.c.store.Inspect(ctx, beyond); err == nil && info.Held {
+		return nil, s.mixed(info.Holder, beyond)
 	}
 	var remaining time.Duration
 	var transient error

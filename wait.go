@@ -133,11 +133,10 @@ type hub struct {
 
 	mu          sync.Mutex
 	waiters     map[string]map[*waiter]struct{}
-	sub         driver.Subscription // nil if none is active
-	cancel      context.CancelFunc  // stops sub's reader
-	gen         uint64              // counts subscriptions made
-	subscribing chan struct{}       // holds a value while Subscribe is in flight
-	failedAt    time.Time           // the last Subscribe the store failed
+	cancel      context.CancelFunc // stops the active subscription; nil if none
+	gen         uint64             // counts subscriptions made
+	subscribing chan struct{}      // holds a value while Subscribe is in flight
+	failedAt    time.Time          // the last Subscribe the store failed
 	closed      bool
 }
 
@@ -197,7 +196,7 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 		return 0
 	}
 	h.mu.Lock()
-	if h.closed || h.sub != nil || !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown {
+	if h.closed || h.cancel != nil || !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown {
 		h.mu.Unlock()
 		return h.current()
 	}
@@ -215,10 +214,10 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 		h.failedAt = time.Time{}
 		h.gen++
 		rctx, cancel := context.WithCancel(context.Background())
-		h.sub, h.cancel = sub, cancel
+		h.cancel = cancel
 		g := h.gen
 		h.mu.Unlock()
-		h.c.spawn(func() { h.read(rctx, sub, g) })
+		h.c.spawn(func() { h.read(rctx, sub) })
 		return g
 	}
 	h.mu.Unlock()
@@ -232,22 +231,23 @@ func (h *hub) current() uint64 {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sub == nil {
+	if h.cancel == nil {
 		return 0
 	}
 	return h.gen
 }
 
-// read delivers the announcements of subscription gen until it ends. On an
-// error it drops the subscription and wakes every waiter: announcements may
-// have been missed.
-func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
+// read delivers the announcements of sub until it ends. On an error it
+// drops sub and wakes every waiter: announcements may have been missed.
+func (h *hub) read(ctx context.Context, sub driver.Subscription) {
+	defer sub.Close()
 	for {
 		a, err := sub.Next(ctx)
-		if ctx.Err() != nil {
-			return // hub closed
-		}
 		h.mu.Lock()
+		if ctx.Err() != nil { // the hub closed
+			h.mu.Unlock()
+			return
+		}
 		if err == nil {
 			for w := range h.waiters[a.Key] {
 				// A queued waiter other than the announced next would be refused.
@@ -258,20 +258,14 @@ func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
 			h.mu.Unlock()
 			continue
 		}
-		mine := h.gen == gen && h.sub == sub
-		if mine {
-			h.sub = nil
-			h.cancel()
-		}
+		h.cancel()
+		h.cancel = nil
 		for _, ws := range h.waiters {
 			for w := range ws {
 				signal(w.ch)
 			}
 		}
 		h.mu.Unlock()
-		if mine {
-			_ = sub.Close()
-		}
 		h.c.log.Warn("lease: release subscription broke; waiters look again", "err", err)
 		return
 	}
@@ -279,13 +273,11 @@ func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
 
 func (h *hub) close() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.closed = true
-	sub, cancel := h.sub, h.cancel
-	h.sub, h.cancel = nil, nil
-	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		_ = sub.Close()
+	if h.cancel != nil {
+		h.cancel() // read closes the subscription
+		h.cancel = nil
 	}
 }
 
