@@ -22,8 +22,5 @@ func graceCtx(ctx context.Context, grace time.Duration) (context.Context, func()
 	stopWatch := context.AfterFunc(ctx, func() {
 		time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) }) // a no-op after stop
 	})
-	return cctx, func() {
-		stopWatch()
-		cancel(context.Canceled)
-	}
+	return cctx, func() { stopWatch(); cancel(context.Canceled) }
 }

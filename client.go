@@ -226,12 +226,9 @@ func (c *Client) Close() error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), min(l.p.ttl, 10*time.Second))
 			defer cancel()
-			err := l.Release(ctx)
-			switch {
-			case err == nil, errors.Is(err, ErrReleased), errors.Is(err, ErrLost):
-			case errors.Is(err, ErrNotHeld):
+			if err := l.Release(ctx); errors.Is(err, ErrNotHeld) {
 				c.log.Warn("lease: on close, the store no longer held the lease", "key", l.req.Key, "err", err)
-			default:
+			} else if !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLost) {
 				errs[i] = err
 			}
 		})
@@ -277,18 +274,21 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrQueueFull):
 		return nil, err // the store wrote nothing
 	case err != nil:
-		c.dirty(req)
+		if !req.Queue {
+			c.cleanup(req) // the write may have landed
+		}
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
 	}
 	l := newLease(c, req, p, g.Fence, sent)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		c.dirty(req)
+		if !req.Queue {
+			c.cleanup(req)
+		}
 		return nil, ErrClosed
 	}
-	c.leases[l] = struct{}{}
-	c.byKey[req.Key] = l
+	c.leases[l], c.byKey[req.Key] = struct{}{}, l
 	var watch *lostWatch
 	if g.Lost != nil {
 		watch = c.watchLostLocked(l, g.Lost)
@@ -304,14 +304,6 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		c.log.Debug("lease: acquired", "key", req.Key, "fence", g.Fence, "token", short(req.Token))
 	}
 	return l, nil
-}
-
-// dirty releases the token of a failed attempt that may have reached the
-// store, unless the attempt queued (see attempt).
-func (c *Client) dirty(req driver.Request) {
-	if !req.Queue {
-		c.cleanup(req)
-	}
 }
 
 // own refuses an acquisition of key once c is closed (ErrClosed) or while a

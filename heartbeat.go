@@ -186,13 +186,10 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 		if l.err != nil {
 			continue
 		}
-		err := errs[i]
-		switch {
+		switch err := errs[i]; {
 		case err == nil:
-			l.failures = 0
-			l.lastRenew = sent
-			l.deadline = sent.Add(l.p.ttl - l.p.drift)
-			l.nextRenew = sent.Add(l.p.renew)
+			l.failures, l.lastRenew = 0, sent
+			l.deadline, l.nextRenew = sent.Add(l.p.ttl-l.p.drift), sent.Add(l.p.renew)
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewed, now)
 			ev.Latency = now.Sub(sent)
@@ -200,8 +197,7 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 		case errors.Is(err, ErrNotHeld):
 			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
 		default:
-			l.failures++
-			l.lastFailure = err
+			l.failures, l.lastFailure = l.failures+1, err
 			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewFailed, now)

@@ -35,9 +35,7 @@ func newLease(c *Client, req driver.Request, p params, fence uint64, sent time.T
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
-		lastRenew: sent,
-		deadline:  sent.Add(p.ttl - p.drift),
-		nextRenew: sent.Add(p.renew),
+		lastRenew: sent, deadline: sent.Add(p.ttl - p.drift), nextRenew: sent.Add(p.renew),
 	}
 }
 
@@ -96,8 +94,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.err = ErrReleased
 	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
-	inflight := l.inflight
-	deadline := l.deadline
+	inflight, deadline := l.inflight, l.deadline
 	c.mu.Unlock()
 	l.cancel(ErrReleased)
 	if inflight != nil {
@@ -151,8 +148,7 @@ func (c *Client) lose(l *Lease, reason LossReason, cause error) {
 		c.mu.Unlock()
 		return
 	}
-	ev := c.loseLocked(l, reason, cause)
-	c.unlockEmit(ev)
+	c.unlockEmit(c.loseLocked(l, reason, cause))
 	if reason != LossNotHeld {
 		c.cleanup(l.req)
 	}
@@ -166,8 +162,7 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	c.unwatchLostLocked(l)
 	l.cancel(err)
 	ev := l.event(EventLost, c.clock.Now())
-	ev.Reason = reason
-	ev.Err = cause
+	ev.Reason, ev.Err = reason, cause
 	c.log.Warn("lease: lost", "key", l.req.Key, "fence", l.fence, "reason", string(reason), "err", cause)
 	return ev
 }

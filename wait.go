@@ -38,15 +38,15 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 		var sleep time.Duration
 		var held *HeldError
 		switch {
-		case errors.As(err, &held) && held.Self:
-			return nil, err // another goroutine of this Client won the key
-		case errors.As(err, &held):
+		case errors.Is(err, ErrHeld):
+			if !errors.As(err, &held) {
+				held = &HeldError{Key: key}
+			} else if held.Self {
+				return nil, err // another goroutine of this Client won the key
+			}
 			transient, last = 0, held
 			// The head of a FIFO queue (Queued == 0) looks as soon as it can.
 			sleep = waitFor(held.Remaining, p, token == "" || held.Queued > 0)
-		case errors.Is(err, ErrHeld):
-			transient, last = 0, &HeldError{Key: key}
-			sleep = waitFor(0, p, true)
 		case ctx.Err() != nil:
 			return nil, c.gaveUp(key, last, start, ctx.Err())
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrQueueFull):
@@ -96,11 +96,6 @@ func (c *Client) gaveUp(key string, last *HeldError, start time.Time, cause erro
 func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (bool, error) {
 	if err := c.validKey(key); err != nil {
 		return false, err
-	}
-	select {
-	case <-c.stop:
-		return false, ErrClosed
-	default:
 	}
 	w := c.hub.register("", []string{key})
 	defer c.hub.unregister(w)
@@ -154,9 +149,6 @@ func newHub(c *Client) *hub {
 // announcement names another queued token as the next holder.
 func (h *hub) register(token string, keys []string) *waiter {
 	w := &waiter{keys: keys, token: token, ch: make(chan struct{}, 1)}
-	if h.notifier == nil {
-		return w
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, key := range keys {
@@ -169,9 +161,6 @@ func (h *hub) register(token string, keys []string) *waiter {
 }
 
 func (h *hub) unregister(w *waiter) {
-	if w == nil || h.notifier == nil {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, key := range w.keys {
@@ -226,9 +215,6 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 
 // current returns the generation of the active subscription, 0 if none.
 func (h *hub) current() uint64 {
-	if h.notifier == nil {
-		return 0
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cancel == nil {
