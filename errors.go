@@ -41,6 +41,7 @@ func (e *QueueFullError) Error() string {
 	return fmt.Sprintf("lease: key %q: queue of waiters full; try again later", e.Key)
 }
 
+// Is matches ErrQueueFull.
 func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 
 // HeldError says that a key is held. It matches ErrHeld. Holder, Fence and
@@ -93,11 +94,13 @@ func (e *HeldError) describe(remaining bool) string {
 	return s
 }
 
+// Is matches ErrHeld.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
-func (e *HeldError) Unwrap() error        { return e.Err }
 
-// InvalidError says which input (Field) was wrong and why. It matches
-// ErrInvalid.
+// Unwrap returns Err.
+func (e *HeldError) Unwrap() error { return e.Err }
+
+// InvalidError says which input was wrong. It matches ErrInvalid.
 type InvalidError struct {
 	Field  string
 	Reason string
@@ -105,6 +108,7 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return fmt.Sprintf("lease: invalid %s: %s", e.Field, e.Reason) }
 
+// Is matches ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Invalid returns an *InvalidError.
@@ -126,5 +130,8 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("lease: %q lost (%s): %v", e.Key, e.Reason, e.Err)
 }
 
+// Is matches ErrLost.
 func (e *LostError) Is(target error) bool { return target == ErrLost }
-func (e *LostError) Unwrap() error        { return e.Err }
+
+// Unwrap returns Err.
+func (e *LostError) Unwrap() error { return e.Err }

@@ -51,8 +51,7 @@ func (l *Lease) Holder() string { return l.p.holder }
 // TTL returns the lease's TTL.
 func (l *Lease) TTL() time.Duration { return l.p.ttl }
 
-// Fence returns the fencing token: larger than every earlier holder's of the
-// key.
+// Fence returns the fencing token (see the package doc).
 func (l *Lease) Fence() uint64 { return l.fence }
 
 // Context returns a context cancelled when the lease is lost or released,

@@ -87,9 +87,8 @@ func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(c *config) { c.logger = l; c.nonNil(l != nil, "logger") })
 }
 
-// WithFIFO(false) makes Acquire's waiters race for a released key instead of
-// queueing in a FIFO store: more acquisitions per second under contention,
-// no bound on a waiter's wait.
+// WithFIFO(false) makes waiters race for a released key instead of queueing
+// in a FIFO store: more throughput under contention, no bound on a wait.
 func WithFIFO(enabled bool) Option {
 	return clientOption(func(c *config) { c.fifo = enabled })
 }
