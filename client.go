@@ -376,7 +376,9 @@ func (c *Client) unlockEmit(evs ...Event) {
 
 func newToken() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails
+	if _, err := rand.Read(b[:]); err != nil { // since Go 1.24 Read crashes instead
+		panic("lease: token from crypto/rand: " + err.Error())
+	}
 	return hex.EncodeToString(b[:])
 }
 

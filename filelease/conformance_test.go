@@ -14,7 +14,7 @@ import (
 	"github.com/leasekit/lease/leasetest"
 )
 
-func TestConformance(t *testing.T) {
+func TestConformanceFile(t *testing.T) {
 	base := t.TempDir()
 	leasetest.Run(t, leasetest.Harness{
 		NewStore: func(t testing.TB, ns string) driver.Store {
