@@ -68,8 +68,8 @@ const lockHeld = `EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory'
 // advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 keepalive idle
 // in s, $12 tcp_user_timeout in ms, $13 may try the lock (this store holds
 // no lease of the key: session locks are re-entrant). Only the head of the
-// queue tries the lock, unless the token holds it through another store
-// (o: a retry elsewhere, granted as it is); in the same statement the row gets the token and
+// queue tries the lock, unless the token already holds it (o: a retry,
+// granted as it is); in the same statement the row gets the token and
 // fence+1, and the session a server-side expiry: idle_session_timeout = TTL,
 // and TCP settings that drop a vanished peer in about TTL + 1 s.
 const advisoryAcquire = `WITH ` + liveQueue + `,

@@ -81,10 +81,19 @@ func newBase(pool *pgxpool.Pool, n names) (base, error) {
 	return base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}, nil
 }
 
-func (b *base) Namespace() string  { return b.ns }
-func (b *base) Table() string      { return b.table }
+// Namespace returns the store's namespace.
+func (b *base) Namespace() string { return b.ns }
+
+// Table returns the quoted, possibly schema-qualified, lease table.
+func (b *base) Table() string { return b.table }
+
+// QueueTable returns the quoted table of queued waiters beside Table: its
+// name with "_queue" appended (shortened with a hash past 63 bytes).
 func (b *base) QueueTable() string { return b.queue }
-func (b *base) Channel() string    { return b.channelName }
+
+// Channel returns the unquoted NOTIFY channel of the store's releases (one
+// per table and namespace).
+func (b *base) Channel() string { return b.channelName }
 
 // Caps reports a FIFO store with the Client's own key and TTL limits (and,
 // for an AdvisoryStore, MaxAdvisoryTTL).
