@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/leasetest"
 )
@@ -101,7 +101,7 @@ func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
 		}
 	}
 	return leasetest.Harness{
-		NewStore: func(t testing.TB, ns string) lease.Store {
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := etcdlease.New(cli, etcdlease.WithPrefix("/leasekit-test/"+ns+"/"))
 			if err != nil {
 				t.Fatalf("etcdlease.New: %v", err)

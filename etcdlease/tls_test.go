@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/internal/testcert"
 )
@@ -93,7 +94,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = s.Acquire(actx, lease.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second})
+		_, err = s.Acquire(actx, driver.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second})
 		acancel()
 		if err == nil || errors.Is(err, lease.ErrHeld) {
 			t.Errorf("%s: Acquire = %v, want a connection error", name, err)
@@ -106,7 +107,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r := lease.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
+	r := driver.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
 	g, err := s.Acquire(ctx, r)
 	if err != nil {
 		t.Fatalf("Acquire over TLS with a client certificate: %v", err)
