@@ -124,10 +124,9 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 // announce applies events to the mirror and returns the keys they announce,
 // each once, with the head of its queue after all of them. etcd delivers all
 // the events of one transaction in one response, so an entry deleted at the
-// revision its lease key was put at is an acquisition, not a release. Keys
-// of other layouts (a nested namespace's) are ignored.
+// revision its lease key was put at is an acquisition, announced to nobody.
+// Keys of other layouts (a nested namespace's) are ignored.
 func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcement {
-	s := sub.s
 	type at struct {
 		key string
 		rev int64
@@ -135,22 +134,19 @@ func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcemen
 	put := make(map[at]bool)
 	for _, ev := range events {
 		sub.apply([]*mvccpb.KeyValue{ev.Kv}, ev.Type)
-		if key, _, entry, ok := s.parseKey(ev.Kv.Key); ok && !entry && ev.Type == mvccpb.PUT {
+		if key, _, entry, ok := sub.s.parseKey(ev.Kv.Key); ok && !entry && ev.Type == mvccpb.PUT {
 			put[at{key, ev.Kv.ModRevision}] = true
 		}
 	}
 	var as []driver.Announcement
 	seen := make(map[string]bool)
 	for _, ev := range events {
-		key, _, entry, ok := s.parseKey(ev.Kv.Key)
+		key, _, entry, ok := sub.s.parseKey(ev.Kv.Key)
 		if !ok || ev.Type != mvccpb.DELETE || seen[key] || (entry && put[at{key, ev.Kv.ModRevision}]) {
 			continue
 		}
 		seen[key] = true
-		as = append(as, driver.Announcement{Key: key})
-	}
-	for i := range as {
-		as[i].Next = sub.head(as[i].Key)
+		as = append(as, driver.Announcement{Key: key, Next: sub.head(key)})
 	}
 	return as
 }

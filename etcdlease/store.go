@@ -139,10 +139,10 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		return clientv3.OpPut(k, r.Token+"\x00"+r.Holder, clientv3.WithLease(clientv3.LeaseID(id)))
 	}
 	if st.own != nil {
-		if err := s.keepAlive(ctx, st.own.Lease); err != nil {
-			return driver.Grant{}, err
-		}
 		if st.holder != nil || st.ahead > 0 {
+			if err := s.keepAlive(ctx, st.own.Lease); err != nil {
+				return driver.Grant{}, err
+			}
 			return driver.Grant{}, held(r.Key, st)
 		}
 		resp, err := s.cli.Txn(ctx).If(
@@ -155,6 +155,11 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		}
 		if !resp.Succeeded {
 			return driver.Grant{}, held(r.Key, st) // the read is stale: the Client looks again
+		}
+		// The key lives a TTL from this keep-alive, which is after the call
+		// began; if the lease expired since the transaction, so did the key.
+		if err := s.keepAlive(ctx, st.own.Lease); err != nil {
+			return driver.Grant{}, err
 		}
 		return driver.Grant{Fence: uint64(resp.Header.Revision)}, nil
 	}
@@ -245,30 +250,38 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return nil
 }
 
-// Release reads the key and r.Token's queue entry, and revokes the etcd lease
-// of each that r.Token owns, which deletes it: a lease of this store carries
-// one key only, so the revocation deletes nothing else, and a lease that
-// expired meanwhile carried a key that was no longer ours anyway.
+// Release deletes the key if it carries r.Token, and r.Token's queue entry,
+// in one transaction, then revokes their etcd leases (each carries nothing
+// else).
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), clientv3.OpGet(s.entryKey(r.Key, r.Token))).Commit()
+	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
+	leave := clientv3.OpDelete(ek, clientv3.WithPrevKV())
+	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).
+		Then(clientv3.OpDelete(k, clientv3.WithPrevKV()), leave).Else(leave).Commit()
 	if err != nil {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
-	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("etcdlease: release %q: leaving the queue: %w", r.Key, err)
+	for _, op := range resp.Responses {
+		for _, kv := range op.GetResponseDeleteRange().GetPrevKvs() {
+			if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+			}
 		}
 	}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 || !heldBy(kvs[0], r.Token) {
+	if !resp.Succeeded {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
-	}
-	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease)); errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
-	} else if err != nil {
-		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
 	return nil
+}
+
+// ours returns the comparisons that hold when key's value carries token:
+// such values lie between token and token+"\x01" (tokens have no NUL), no
+// other does, and a missing key's value compares false.
+func ours(key, token string) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(key), ">", token),
+		clientv3.Compare(clientv3.Value(key), "<", token+"\x01"),
+	}
 }
 
 // Inspect reports who holds key, with one read. Remaining is always 0.
