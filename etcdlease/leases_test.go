@@ -94,3 +94,37 @@ func TestEtcdLeases(t *testing.T) {
 		t.Errorf("Renew of a key deleted behind the store = %v, want ErrNotHeld", err)
 	}
 }
+
+// TestHandOff: a store with an open subscription that knows the queue's
+// head hands the key over in the release, with a larger fence, and announces
+// the waiter; the waiter's Acquire gets that fence.
+func TestHandOff(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	s := newStore(t, newCli(t, endpoints(t)), testPrefix())
+	a := driver.Request{Key: "k", Token: randHex(16), Holder: "a", TTL: 5 * time.Second}
+	w := driver.Request{Key: "k", Token: randHex(16), Holder: "w", TTL: 5 * time.Second, Queue: true}
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Queued(t, ctx, s, w, 0)
+	sub, err := s.Subscribe(ctx) // its first read sees w's entry
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := s.Release(ctx, a); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	info, err := s.Inspect(ctx, "k")
+	if err != nil || info.Holder != "w" || info.Fence <= ga.Fence {
+		t.Fatalf("after the release: Inspect = %+v, %v; want handed to w with a fence above %d", info, err, ga.Fence)
+	}
+	if got, err := sub.Next(ctx); err != nil || got != (driver.Announcement{Key: "k", Next: w.Token}) {
+		t.Errorf("announcement %+v, %v; want k with w next", got, err)
+	}
+	if g, err := s.Acquire(ctx, w); err != nil || g.Fence != info.Fence {
+		t.Errorf("w's Acquire = %+v, %v; want fence %d", g, err, info.Fence)
+	}
+	leasetest.Queued(t, ctx, s, driver.Request{Key: "k", Token: randHex(16), Holder: "x", TTL: 5 * time.Second}, 0)
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,23 +14,23 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Subscribe reads the queue entries under the store's prefix (keys only),
-// opens one watch on the prefix from the revision after that read, and
-// returns once etcd confirmed it. Next announces a key when it is deleted (a
-// release or an expiry) and when an entry of its queue is deleted (a waiter
-// left: the next one may now be first), except when the same transaction
-// created the key (that waiter acquired it). Each announcement names the
-// oldest entry of the key's queue as Next, from a mirror of the queues that
-// the watch keeps current. The watch requires a leader: on a member that
-// lost the quorum it ends, and Next returns an error.
+// Subscribe reads the keys under the store's prefix, opens one watch on the
+// prefix from the revision after that read, and returns once etcd confirmed
+// it. The read and the watch keep a mirror of the queues, which names the
+// oldest entry of a key's queue as an announcement's Next and guides the
+// store's hand-offs (see Release). Next announces a key when it is deleted
+// (a release or an expiry), when an entry of its queue is deleted (a waiter
+// left: the next one may now be first) and when a release hands it over;
+// not when a waiter acquires it. The watch requires a leader: on a member
+// that lost the quorum it ends, and Next returns an error.
 func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("etcdlease: subscribe: %w", err)
 	}
 	w := clientv3.NewWatcher(s.cli)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]int64)}
+	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]entry)}
 	sub.apply(resp.Kvs, mvccpb.PUT)
 	// Until the watch is created, ctx bounds it (Watch itself may block while
 	// the client connects).
@@ -55,6 +56,9 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 		_ = sub.Close()
 		return nil, fmt.Errorf("etcdlease: subscribe: %w", err)
 	}
+	s.mu.Lock()
+	s.subs[sub] = true
+	s.mu.Unlock()
 	return sub, nil
 }
 
@@ -64,20 +68,30 @@ type subscription struct {
 	w       clientv3.Watcher
 	cancel  context.CancelFunc
 	ch      clientv3.WatchChan
-	pending []driver.Announcement       // announced but not yet returned
-	queues  map[string]map[string]int64 // lease key → token → create revision of its entry
+	pending []driver.Announcement // announced but not yet returned
+
+	mu     sync.Mutex                  // guards queues (Release reads them)
+	queues map[string]map[string]entry // lease key → token → its entry
+}
+
+// entry is a queue entry as the watch last saw it.
+type entry struct {
+	rev, lease int64 // create revision, etcd lease
+	holder     string
 }
 
 // apply records entries put or deleted in the mirror of the queues.
 func (sub *subscription) apply(kvs []*mvccpb.KeyValue, typ mvccpb.Event_EventType) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
 	for _, kv := range kvs {
-		key, token, entry, ok := sub.s.parseKey(kv.Key)
+		key, token, isEntry, ok := sub.s.parseKey(kv.Key)
 		switch {
-		case !ok || !entry:
+		case !ok || !isEntry:
 		case typ == mvccpb.PUT && sub.queues[key] == nil:
-			sub.queues[key] = map[string]int64{token: kv.CreateRevision}
+			sub.queues[key] = map[string]entry{token: {kv.CreateRevision, kv.Lease, string(kv.Value)}}
 		case typ == mvccpb.PUT:
-			sub.queues[key][token] = kv.CreateRevision
+			sub.queues[key][token] = entry{kv.CreateRevision, kv.Lease, string(kv.Value)}
 		case len(sub.queues[key]) <= 1:
 			delete(sub.queues, key)
 		default:
@@ -86,15 +100,17 @@ func (sub *subscription) apply(kvs []*mvccpb.KeyValue, typ mvccpb.Event_EventTyp
 	}
 }
 
-// head returns the token of key's oldest entry ("" if none).
-func (sub *subscription) head(key string) string {
-	first, rev := "", int64(0)
-	for token, r := range sub.queues[key] {
-		if first == "" || r < rev {
-			first, rev = token, r
+// head returns key's oldest entry and its token ("" if none).
+func (sub *subscription) head(key string) (string, entry) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	first, e := "", entry{}
+	for token, x := range sub.queues[key] {
+		if first == "" || x.rev < e.rev {
+			first, e = token, x
 		}
 	}
-	return first
+	return first, e
 }
 
 // Next returns the next announcement, or an error when ctx ends, the
@@ -124,35 +140,48 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 // announce applies events to the mirror and returns the keys they announce,
 // each once, with the head of its queue after all of them. etcd delivers all
 // the events of one transaction in one response, so an entry deleted at the
-// revision its lease key was put at is an acquisition, announced to nobody.
-// Keys of other layouts (a nested namespace's) are ignored.
+// revision its lease key was put at is an acquisition (the key was created:
+// announced to nobody) or a hand-off (announced to the new holder). Keys of
+// other layouts (a nested namespace's) are ignored.
 func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcement {
 	type at struct {
 		key string
 		rev int64
 	}
-	put := make(map[at]bool)
+	put := make(map[at]*mvccpb.KeyValue)
 	for _, ev := range events {
 		sub.apply([]*mvccpb.KeyValue{ev.Kv}, ev.Type)
 		if key, _, entry, ok := sub.s.parseKey(ev.Kv.Key); ok && !entry && ev.Type == mvccpb.PUT {
-			put[at{key, ev.Kv.ModRevision}] = true
+			put[at{key, ev.Kv.ModRevision}] = ev.Kv
 		}
 	}
 	var as []driver.Announcement
 	seen := make(map[string]bool)
 	for _, ev := range events {
-		key, _, entry, ok := sub.s.parseKey(ev.Kv.Key)
-		if !ok || ev.Type != mvccpb.DELETE || seen[key] || (entry && put[at{key, ev.Kv.ModRevision}]) {
+		key, token, isEntry, ok := sub.s.parseKey(ev.Kv.Key)
+		if !ok || ev.Type != mvccpb.DELETE || seen[key] {
 			continue
 		}
+		a := driver.Announcement{Key: key}
+		if kv := put[at{key, ev.Kv.ModRevision}]; isEntry && kv != nil {
+			if kv.CreateRevision == kv.ModRevision {
+				continue
+			}
+			a.Next = token
+		} else {
+			a.Next, _ = sub.head(key)
+		}
 		seen[key] = true
-		as = append(as, driver.Announcement{Key: key, Next: sub.head(key)})
+		as = append(as, a)
 	}
 	return as
 }
 
 // Close ends the watch and waits for its stream to shut down.
 func (sub *subscription) Close() error {
+	sub.s.mu.Lock()
+	delete(sub.s.subs, sub)
+	sub.s.mu.Unlock()
 	sub.cancel()
 	return sub.w.Close()
 }

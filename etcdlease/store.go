@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,12 +25,15 @@ const MinTTL = 2 * time.Second
 // MaxTTL is the longest TTL the store accepts: etcd's maximum lease TTL.
 const MaxTTL = 9_000_000_000 * time.Second
 
-// Store is a [driver.Store] on etcd; it is also a [driver.Notifier]. It keeps
-// no state besides its configuration and is safe for concurrent use.
+// Store is a [driver.Store] on etcd; it is also a [driver.Notifier]. It is
+// safe for concurrent use.
 type Store struct {
 	cli        *clientv3.Client
 	prefix     string
 	maxWaiters int
+
+	mu   sync.Mutex
+	subs map[*subscription]bool // open subscriptions, whose queues guide Release
 }
 
 var (
@@ -57,7 +61,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	case cfg.maxWaiters < 1 || cfg.maxWaiters > driver.MaxMaxWaiters:
 		return nil, lease.Invalid("max waiters", "%d is outside 1..%d", cfg.maxWaiters, driver.MaxMaxWaiters)
 	}
-	return &Store{cli: cli, prefix: normPrefix(cfg.prefix), maxWaiters: cfg.maxWaiters}, nil
+	return &Store{cli: cli, prefix: normPrefix(cfg.prefix), maxWaiters: cfg.maxWaiters, subs: make(map[*subscription]bool)}, nil
 }
 
 // Prefix returns the store's key prefix, which always ends in "/".
@@ -104,7 +108,7 @@ func held(key string, st state) error {
 	e := &lease.HeldError{Key: key, Queued: st.ahead}
 	if st.holder != nil {
 		_, e.Holder, _ = strings.Cut(string(st.holder.Value), "\x00")
-		e.Fence = uint64(st.holder.CreateRevision)
+		e.Fence = uint64(st.holder.ModRevision)
 	}
 	return e
 }
@@ -132,7 +136,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		if err := s.keepAlive(ctx, st.holder.Lease); err != nil {
 			return driver.Grant{}, err
 		}
-		return driver.Grant{Fence: uint64(st.holder.CreateRevision)}, nil
+		return driver.Grant{Fence: uint64(st.holder.ModRevision)}, nil
 	}
 	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
 	put := func(id int64) clientv3.Op {
@@ -251,27 +255,65 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // Release deletes the key if it carries r.Token, and r.Token's queue entry,
-// in one transaction, then revokes their etcd leases (each carries nothing
-// else).
+// in one transaction, then revokes their etcd leases (each carries only
+// that key). When an open subscription knows the waiter first in the key's
+// queue, the transaction hands the key over instead, if it still carries
+// r.Token and that entry is unchanged: the key then carries the waiter's
+// token and holder, on the etcd lease of its entry, which is deleted.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
 	leave := clientv3.OpDelete(ek, clientv3.WithPrevKV())
-	resp, err := s.cli.Txn(ctx).If(ours(k, r.Token)...).
-		Then(clientv3.OpDelete(k, clientv3.WithPrevKV()), leave).Else(leave).Commit()
+	release := clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV()), leave}, []clientv3.Op{leave})
+	txn := s.cli.Txn(ctx).Then(release)
+	if token, e := s.next(r.Key, r.Token); token != "" {
+		hk := s.entryKey(r.Key, token)
+		txn = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
+			Then(clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
+				clientv3.OpDelete(hk), leave).Else(release)
+	}
+	resp, err := txn.Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // the waiter's etcd lease just expired
+		resp, err = s.cli.Txn(ctx).Then(release).Commit()
+	}
 	if err != nil {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
+	held := resp.Succeeded
+	var kvs []*mvccpb.KeyValue
 	for _, op := range resp.Responses {
-		for _, kv := range op.GetResponseDeleteRange().GetPrevKvs() {
-			if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+		if in := op.GetResponseTxn(); in != nil {
+			held = in.Succeeded
+			for _, op := range in.Responses {
+				kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 			}
+		} else if kv := op.GetResponsePut().GetPrevKv(); kv != nil {
+			kvs = append(kvs, kv)
+		} else {
+			kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 		}
 	}
-	if !resp.Succeeded {
+	for _, kv := range kvs {
+		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+		}
+	}
+	if !held {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
 	}
 	return nil
+}
+
+// next returns the oldest entry of key's queue other than token's, as an
+// open subscription last saw it ("" if none).
+func (s *Store) next(key, token string) (string, entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		if t, e := sub.head(key); t != token {
+			return t, e
+		}
+	}
+	return "", entry{}
 }
 
 // ours returns the comparisons that hold when key's value carries token:
@@ -294,5 +336,5 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		return driver.Info{Key: key}, nil
 	}
 	_, holder, _ := strings.Cut(string(resp.Kvs[0].Value), "\x00")
-	return driver.Info{Key: key, Held: true, Holder: holder, Fence: uint64(resp.Kvs[0].CreateRevision)}, nil
+	return driver.Info{Key: key, Held: true, Holder: holder, Fence: uint64(resp.Kvs[0].ModRevision)}, nil
 }
