@@ -23,6 +23,7 @@ import (
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/internal/testcert"
+	"github.com/leasekit/lease/internal/testport"
 )
 
 func TestTLSWithClientCertificates(t *testing.T) {
@@ -30,7 +31,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 	bin := etcdBin(t)
 	dir := t.TempDir()
 	certs := testcert.New(t, filepath.Join(dir, "certs"), "leasekit")
-	ports := freePorts(t, 2)
+	ports := testport.Free(t, 2)
 	client := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
