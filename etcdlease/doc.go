@@ -21,9 +21,10 @@
 // TTL (rounded up to whole seconds; a server whose minimum lease TTL is
 // longer makes Acquire fail with lease.ErrInvalid) and attaches the key to
 // it: etcd deletes the key when the holder stops renewing. Renew keeps that
-// lease alive, Release revokes it. The fence is the key's create revision:
-// etcd's revision is cluster-wide, strictly increasing and durable, so
-// fences hold across leader changes and restarts.
+// lease alive, Release revokes it. The fence is the revision that last put
+// the key (its creation, or a hand-off): etcd's revision is cluster-wide,
+// strictly increasing and durable, so fences hold across leader changes and
+// restarts.
 //
 // # FIFO queue
 //
@@ -36,10 +37,14 @@
 // (the key then moves onto the entry's etcd lease and the entry is deleted).
 // Each key's queue holds at most [WithMaxWaiters] entries.
 //
-// A [Store.Subscribe] watch announces deleted keys and queue entries, so
-// waiters try again as soon as a key may be theirs.
+// A [Store.Subscribe] watch announces deleted keys and queue entries, naming
+// the oldest waiter as Next. While a subscription is open, Release hands a
+// key straight to that waiter in its one transaction, guarded by the key
+// still carrying the releaser's token and the entry being unchanged: the key
+// then carries the waiter's token on its entry's etcd lease, and the
+// waiter's next Acquire finds it (one read and a keep-alive, no write).
 //
-// Keys written by versions before this layout (with fences in the value, or
-// keys unescaped) are not understood: do not share a prefix with them. The
-// design is explained in docs/design.md ("etcd").
+// Keys written by earlier versions (fences in the value, keys unescaped) are
+// not understood: do not share a prefix with them. The design is explained
+// in docs/design.md ("etcd").
 package etcdlease

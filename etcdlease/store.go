@@ -113,12 +113,13 @@ func held(key string, st state) error {
 	return e
 }
 
-// Acquire reads the key and its queue, then: if r.Token holds the key, keeps
-// its etcd lease alive (same fence); if the key is free and r.Token is first
-// in line, creates it in one transaction guarded by that read, on the etcd
-// lease of r.Token's queue entry (kept alive first, the entry deleted) or on
-// a new one; otherwise refuses, keeping r.Token's entry alive or, with
-// r.Queue, queuing it in the refused transaction.
+// Acquire reads the key and its queue, then: if r.Token holds the key (an
+// earlier grant, or a hand-off), keeps its etcd lease alive (same fence); if
+// the key is free and r.Token is first in line, creates it in one
+// transaction guarded by that read, on the etcd lease of r.Token's queue
+// entry (deleted, its lease then kept alive) or on a new one; otherwise
+// refuses, keeping r.Token's entry alive or, with r.Queue, queuing it in the
+// refused transaction on a new etcd lease.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	g, err := s.acquire(ctx, r)
 	if err != nil && !errors.Is(err, lease.ErrHeld) && !errors.Is(err, lease.ErrQueueFull) {
