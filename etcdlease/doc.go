@@ -42,7 +42,8 @@
 // key straight to that waiter in its one transaction, guarded by the key
 // still carrying the releaser's token and the entry being unchanged: the key
 // then carries the waiter's token on its entry's etcd lease, and the
-// waiter's next Acquire finds it (one read and a keep-alive, no write).
+// waiter's next Acquire, through a store whose subscription saw the hand-off,
+// is one keep-alive of that lease.
 //
 // Keys written by earlier versions (fences in the value, keys unescaped) are
 // not understood: do not share a prefix with them. The design is explained

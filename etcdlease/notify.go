@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -16,9 +17,9 @@ import (
 
 // Subscribe reads the keys under the store's prefix, opens one watch on the
 // prefix from the revision after that read, and returns once etcd confirmed
-// it. The read and the watch keep a mirror of the queues, which names the
-// oldest entry of a key's queue as an announcement's Next and guides the
-// store's hand-offs (see Release). Next announces a key when it is deleted
+// it. The read and the watch keep a mirror of the keys and queues, which
+// names the oldest entry of a key's queue as an announcement's Next and
+// guides the store's hand-offs (see Release and Acquire). Next announces a key when it is deleted
 // (a release or an expiry), when an entry of its queue is deleted (a waiter
 // left: the next one may now be first) and when a release hands it over;
 // not when a waiter acquires it. The watch requires a leader: on a member
@@ -30,7 +31,7 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	}
 	w := clientv3.NewWatcher(s.cli)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]entry)}
+	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]entry), holders: make(map[string]entry)}
 	sub.apply(resp.Kvs, mvccpb.PUT)
 	// Until the watch is created, ctx bounds it (Watch itself may block while
 	// the client connects).
@@ -70,8 +71,9 @@ type subscription struct {
 	ch      clientv3.WatchChan
 	pending []driver.Announcement // announced but not yet returned
 
-	mu     sync.Mutex                  // guards queues (Release reads them)
-	queues map[string]map[string]entry // lease key → token → its entry
+	mu      sync.Mutex                  // guards queues and holders (read by Release and Acquire)
+	queues  map[string]map[string]entry // lease key → token → its entry
+	holders map[string]entry            // lease key → its holder's token (in holder), etcd lease, mod revision
 }
 
 // entry is a queue entry as the watch last saw it.
@@ -80,14 +82,19 @@ type entry struct {
 	holder     string
 }
 
-// apply records entries put or deleted in the mirror of the queues.
+// apply records keys and entries put or deleted in the mirror.
 func (sub *subscription) apply(kvs []*mvccpb.KeyValue, typ mvccpb.Event_EventType) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	for _, kv := range kvs {
 		key, token, isEntry, ok := sub.s.parseKey(kv.Key)
 		switch {
-		case !ok || !isEntry:
+		case !ok:
+		case !isEntry && typ == mvccpb.PUT:
+			token, _, _ := strings.Cut(string(kv.Value), "\x00")
+			sub.holders[key] = entry{kv.ModRevision, kv.Lease, token}
+		case !isEntry:
+			delete(sub.holders, key)
 		case typ == mvccpb.PUT && sub.queues[key] == nil:
 			sub.queues[key] = map[string]entry{token: {kv.CreateRevision, kv.Lease, string(kv.Value)}}
 		case typ == mvccpb.PUT:

@@ -113,8 +113,9 @@ func held(key string, st state) error {
 	return e
 }
 
-// Acquire reads the key and its queue, then: if r.Token holds the key (an
-// earlier grant, or a hand-off), keeps its etcd lease alive (same fence); if
+// Acquire reads the key and its queue (unless an open subscription saw the
+// key held by r.Token), then: if r.Token holds the key (an earlier grant, or
+// a hand-off), keeps its etcd lease alive (same fence); if
 // the key is free and r.Token is first in line, creates it in one
 // transaction guarded by that read, on the etcd lease of r.Token's queue
 // entry (deleted, its lease then kept alive) or on a new one; otherwise
@@ -129,6 +130,9 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 }
 
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if h, ok := s.handed(r.Key, r.Token); ok && s.keepAlive(ctx, h.lease) == nil {
+		return driver.Grant{Fence: uint64(h.rev)}, nil
+	}
 	st, err := s.read(ctx, r)
 	if err != nil {
 		return driver.Grant{}, err
@@ -302,6 +306,25 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
 	}
 	return nil
+}
+
+// handed returns how an open subscription last saw key held by token: only
+// token's own Release or the expiry of that etcd lease end such a hold (or
+// an operator deleting the key behind the store's back, which a read would
+// also miss if it came a moment later), so a successful keep-alive of the
+// lease confirms it.
+func (s *Store) handed(key, token string) (entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		sub.mu.Lock()
+		h, ok := sub.holders[key]
+		sub.mu.Unlock()
+		if ok && h.holder == token {
+			return h, true
+		}
+	}
+	return entry{}, false
 }
 
 // next returns the oldest entry of key's queue other than token's, as an
