@@ -1,6 +1,5 @@
-// Private etcd clusters for tests: processes of LEASE_TEST_ETCD_BIN (or
-// /usr/bin/etcd) on free loopback ports, data in t.TempDir(), killed at
-// cleanup.
+// Private etcd clusters for tests: LEASE_TEST_ETCD_BIN processes on free
+// loopback ports, data in t.TempDir(), killed at cleanup.
 
 package etcdlease_test
 
@@ -28,9 +27,6 @@ func etcdBin(t testing.TB) string {
 	if b := os.Getenv("LEASE_TEST_ETCD_BIN"); b != "" {
 		return b
 	}
-	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
-		return "/usr/bin/etcd"
-	}
 	return leasetest.Env(t, "LEASE_TEST_ETCD_BIN") // skips, or fails in CI
 }
 
@@ -51,15 +47,12 @@ type cluster struct {
 	nodes []*etcdNode
 }
 
-// freePorts returns n distinct free loopback ports.
-func freePorts(t testing.TB, n int) []int { return testport.Free(t, n) }
-
 // startCluster starts n etcd members with the extra flags given and waits
 // until they have a leader.
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: etcdBin(t)}
-	ports := freePorts(t, 2*n)
+	ports := testport.Free(t, 2*n)
 	dir := t.TempDir()
 	var initial []string
 	for i := range n {
@@ -128,13 +121,7 @@ func (c *cluster) kill(nd *etcdNode) {
 }
 
 // endpoints returns the client endpoints of all members.
-func (c *cluster) endpoints() []string {
-	var eps []string
-	for _, nd := range c.nodes {
-		eps = append(eps, nd.client)
-	}
-	return eps
-}
+func (c *cluster) endpoints() []string { return clientEndpoints(c.nodes...) }
 
 // waitReady waits until every endpoint of eps reports the same leader and a
 // write through them succeeds; it fails the test after d, showing the logs.
@@ -144,9 +131,8 @@ func (c *cluster) waitReady(eps []string, d time.Duration) {
 	defer cancel()
 	cli := newCli(c.t, eps)
 	defer cli.Close()
-	var last error
 	for {
-		last = c.ready(ctx, cli, eps)
+		last := c.ready(ctx, cli, eps)
 		if last == nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 )
 
@@ -238,7 +239,7 @@ func TestServerMinTTL(t *testing.T) {
 	c := startCluster(t, 1, "--heartbeat-interval", "300", "--election-timeout", "3000")
 	ctx := testCtx(t, time.Minute)
 	s := newStore(t, newCli(t, c.endpoints()), testPrefix())
-	r := lease.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
+	r := driver.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
 	_, err := s.Acquire(ctx, r)
 	if !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("Acquire with a TTL of 3s on a server with a 5s minimum: %v, want ErrInvalid", err)

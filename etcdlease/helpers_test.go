@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/leasetest"
 )
@@ -72,19 +72,15 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 // suiteTTL is the conformance suite's TTL: etcd's minimum lease TTL.
 const suiteTTL = etcdlease.MinTTL
 
-// runSuite runs the conformance suite over cli.
-func runSuite(t *testing.T, cli *clientv3.Client) {
-	leasetest.Run(t, harness(t, cli))
-}
+// TestConformance runs the suite on the single etcd node of ./scripts/test.
+func TestConformance(t *testing.T) { runSuite(t, newCli(t, endpoints(t))) }
 
-// harness returns the conformance harness over cli: a store per namespace,
-// at the suite's TTL.
-func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
+// runSuite runs the conformance suite over cli: a store per namespace, at
+// the suite's TTL.
+func runSuite(t *testing.T, cli *clientv3.Client) {
 	t.Helper()
-	// Connect before the suite: the client's connection goroutines must not
-	// count as leaks of the first subtest.
-	// With several endpoints the client opens its connections to the other
-	// members lazily: do round trips until its goroutine count is stable.
+	// Connect before the suite, whose leak check must not count the client's
+	// connections (opened lazily): round trips until the goroutines settle.
 	ctx := testCtx(t, 30*time.Second)
 	stable, last := 0, -1
 	for deadline := time.Now().Add(5 * time.Second); stable < 3 && time.Now().Before(deadline); {
@@ -100,8 +96,8 @@ func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
 			stable, last = 0, n
 		}
 	}
-	return leasetest.Harness{
-		NewStore: func(t testing.TB, ns string) lease.Store {
+	leasetest.Run(t, leasetest.Harness{
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := etcdlease.New(cli, etcdlease.WithPrefix("/leasekit-test/"+ns+"/"))
 			if err != nil {
 				t.Fatalf("etcdlease.New: %v", err)
@@ -109,5 +105,5 @@ func harness(t *testing.T, cli *clientv3.Client) leasetest.Harness {
 			return s
 		},
 		TTL: suiteTTL,
-	}
+	})
 }

@@ -4,7 +4,12 @@
 
 package etcdlease
 
-import "strings"
+import (
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
 
 // escapeKey turns a lease key into one segment of an etcd key: '%' becomes
 // "%25" and '/' "%2F"; every other byte is kept, so keys without either
@@ -90,4 +95,32 @@ func (s *Store) parseKey(k []byte) (key, token string, entry, ok bool) {
 		return "", "", false, false
 	}
 	return key, token, entry, true
+}
+
+// queueSep separates a lease key's segment from the tokens of its queue.
+// Neither keys nor prefixes contain NUL, so a queue prefix holds exactly one
+// key's queue and never a lease key or a nested namespace's key.
+const queueSep = "\x00q/"
+
+// queuePrefix returns the etcd prefix of key's queue of waiters.
+func (s *Store) queuePrefix(key string) string { return s.keyPath(key) + queueSep }
+
+// entryKey returns the etcd key of token's entry in key's queue.
+func (s *Store) entryKey(key, token string) string { return s.queuePrefix(key) + token }
+
+// opQueue reads key's queue: its entries (keys only), oldest first.
+func (s *Store) opQueue(key string) clientv3.Op {
+	return clientv3.OpGet(s.queuePrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+// position returns how many entries of q come before the entry ek, and that
+// entry (len(q) and nil if ek is not in q).
+func position(q []*mvccpb.KeyValue, ek string) (int, *mvccpb.KeyValue) {
+	for i, kv := range q {
+		if string(kv.Key) == ek {
+			return i, kv
+		}
+	}
+	return len(q), nil
 }

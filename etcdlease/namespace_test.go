@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/leaseurl"
 )
@@ -21,7 +22,7 @@ func TestNamespacesDoNotAlias(t *testing.T) {
 	eps := endpoints(t)
 	base := "/leasekit-test/" + randHex(6)
 	t.Run("leaseurl", func(t *testing.T) {
-		open := func(path string) lease.Store {
+		open := func(path string) driver.Store {
 			s, err := leaseurl.Open(testCtx(t, 10*time.Second), fmt.Sprintf("etcd://%s%s", eps[0], path))
 			if err != nil {
 				t.Fatalf("leaseurl.Open(%s): %v", path, err)
@@ -48,7 +49,7 @@ func TestNamespacesDoNotAlias(t *testing.T) {
 		s := newStore(t, newCli(t, eps), base+"/esc/")
 		ctx := testCtx(t, 30*time.Second)
 		for _, k := range []string{"a/b", "a%2Fb", "a%252Fb"} {
-			r := lease.Request{Key: k, Token: randHex(16), Holder: k, TTL: suiteTTL * 5}
+			r := driver.Request{Key: k, Token: randHex(16), Holder: k, TTL: suiteTTL * 5}
 			if _, err := s.Acquire(ctx, r); err != nil {
 				t.Fatalf("Acquire(%q): %v", k, err)
 			}
@@ -71,12 +72,12 @@ func TestNamespacesDoNotAlias(t *testing.T) {
 // "x" in sub (the nested namespace app/sub) is free, can be held at the same
 // time with its own fence, and that app's subscription announces none of
 // sub's releases.
-func noAlias(t *testing.T, app, sub lease.Store) {
+func noAlias(t *testing.T, app, sub driver.Store) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	ttl := suiteTTL * 5
-	req := func(key, holder string) lease.Request {
-		return lease.Request{Key: key, Token: randHex(16), Holder: holder, TTL: ttl}
+	req := func(key, holder string) driver.Request {
+		return driver.Request{Key: key, Token: randHex(16), Holder: holder, TTL: ttl}
 	}
 	a, w, b, y := req("sub/x", "app"), req("sub/x", "app-waiter"), req("x", "sub"), req("y", "app")
 	ga, err := app.Acquire(ctx, a)
@@ -103,8 +104,8 @@ func noAlias(t *testing.T, app, sub lease.Store) {
 		t.Errorf("both leases have fence %d", ga.Fence)
 	}
 	for _, c := range []struct {
-		s     lease.Store
-		r     lease.Request
+		s     driver.Store
+		r     driver.Request
 		fence uint64
 	}{{app, a, ga.Fence}, {sub, b, gb.Fence}} {
 		if err := c.s.Renew(ctx, c.r); err != nil {
@@ -117,7 +118,7 @@ func noAlias(t *testing.T, app, sub lease.Store) {
 
 	// app's subscription (its watch covers the nested namespace's etcd
 	// keys) must not announce sub's release of x as a release of sub/x.
-	subs, err := app.(lease.Notifier).Subscribe(ctx)
+	subs, err := app.(driver.Notifier).Subscribe(ctx)
 	if err != nil {
 		t.Fatalf("app: Subscribe: %v", err)
 	}
@@ -131,8 +132,8 @@ func noAlias(t *testing.T, app, sub lease.Store) {
 	if err := app.Release(ctx, y); err != nil {
 		t.Fatalf("app: Release(y): %v", err)
 	}
-	if k, err := subs.Next(ctx); err != nil || k != "y" {
-		t.Errorf("app's first announcement = %q, %v; want y (sub's release of x is not app's)", k, err)
+	if a, err := subs.Next(ctx); err != nil || a.Key != "y" {
+		t.Errorf("app's first announcement = %q, %v; want y (sub's release of x is not app's)", a.Key, err)
 	}
 	if info, err := app.Inspect(ctx, "sub/x"); err != nil || info.Holder != "app" || info.Fence != ga.Fence {
 		t.Errorf("app: Inspect(sub/x) after sub released x = %+v, %v; want still held by app", info, err)

@@ -24,15 +24,12 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
-// WithMaxWaiters caps each key's queue of waiters at n (default
-// [lease.DefaultMaxWaiters]): a queued Acquire of a token not yet queued,
-// when n entries are queued before it, queues nothing and fails with a
-// *[lease.QueueFullError]. The queue is counted in the transaction that
-// writes the new entry; an entry beyond the cap is deleted at once (one more
-// round trip), so the entries kept never exceed n, and while one is being
-// deleted a concurrent newcomer may be refused although room is left. New
-// refuses n outside 1..[lease.MaxMaxWaiters] with an error matching
-// [lease.ErrInvalid]. Stores that share a prefix should use the same cap.
+// WithMaxWaiters caps each key's queue at n live waiters (default
+// [driver.DefaultMaxWaiters]); a newcomer beyond it gets a
+// *[lease.QueueFullError]. An entry over the cap is revoked at once, so
+// while one is being revoked a concurrent newcomer may be refused although
+// room is left. New refuses n outside 1..[driver.MaxMaxWaiters]. Stores that
+// share a prefix should use the same cap.
 func WithMaxWaiters(n int) Option {
 	return func(c *config) { c.maxWaiters = n }
 }

@@ -20,8 +20,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/internal/testcert"
+	"github.com/leasekit/lease/internal/testport"
 )
 
 func TestTLSWithClientCertificates(t *testing.T) {
@@ -29,7 +31,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 	bin := etcdBin(t)
 	dir := t.TempDir()
 	certs := testcert.New(t, filepath.Join(dir, "certs"), "leasekit")
-	ports := freePorts(t, 2)
+	ports := testport.Free(t, 2)
 	client := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
@@ -93,7 +95,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = s.Acquire(actx, lease.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second})
+		_, err = s.Acquire(actx, driver.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second})
 		acancel()
 		if err == nil || errors.Is(err, lease.ErrHeld) {
 			t.Errorf("%s: Acquire = %v, want a connection error", name, err)
@@ -106,7 +108,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r := lease.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
+	r := driver.Request{Key: "k", Token: randHex(16), Holder: "h", TTL: 3 * time.Second}
 	g, err := s.Acquire(ctx, r)
 	if err != nil {
 		t.Fatalf("Acquire over TLS with a client certificate: %v", err)

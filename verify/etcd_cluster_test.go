@@ -4,7 +4,7 @@
 // It found a liveness bug in etcdlease, now fixed: a key whose release failed
 // during the leader election stayed attached to the store's shared etcd
 // lease, which the same process kept alive, so nobody ever got the key
-// again (etcdlease/orphans.go). Run it alone with
+// again. Each acquisition now has its own etcd lease. Run it alone with
 //
 //	./scripts/test -run TestEtcdCluster ./verify/
 
