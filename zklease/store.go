@@ -1,4 +1,4 @@
-// The Store: construction (New, Dial), session tracking, limits and Close.
+// The Store: construction (New, Dial), the session, Caps and Close.
 
 package zklease
 
@@ -15,65 +15,47 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// Compile-time checks of the interfaces a Store implements.
 var (
-	_ lease.Store        = (*Store)(nil)
-	_ lease.BatchRenewer = (*Store)(nil)
-	_ lease.Notifier     = (*Store)(nil)
-	_ lease.Limiter      = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.BatchRenewer = (*Store)(nil)
+	_ driver.Notifier     = (*Store)(nil)
 )
 
-// Store is a lease.Store on ZooKeeper. It is safe for concurrent use. See
-// the package documentation for the model.
+// Store is a driver.Store on ZooKeeper, safe for concurrent use.
 type Store struct {
-	conn    *zk.Conn
-	own     bool // Dial made conn: Close closes it
-	root    string
-	acl     []zk.ACL
-	maxTTL  time.Duration
-	tracked bool // session expiry is reported (Dial)
+	conn       *zk.Conn
+	own        bool // Dial made conn: Close closes it
+	root       string
+	acl        []zk.ACL
+	maxTTL     time.Duration
+	maxWaiters int
 
-	maxWaiters int // WithMaxWaiters: the cap of each key's queue
-
-	mu     sync.Mutex
-	grants map[string]*grant // by token: nodes this store granted, renewed or queued
-	// Dial-made stores (their event callback sees each watch event): the
-	// node whose deletion makes a queued entry of ours the lowest (its only
-	// predecessor, watched) -> that entry; the entries whose predecessor's
-	// deletion was seen, by token; the last deleted watched nodes.
-	handoffs map[string]handoff
-	handed   map[string]string // token -> entry path
-	deleted  [64]string
-	ndeleted int
-	lost     chan struct{}              // closed when the current session ends; nil if not tracked
-	subs     map[*subscription]struct{} // open subscriptions
-	closed   bool
+	mu      sync.Mutex
+	entries map[string]*entry // by token: the nodes this Store made or found
+	lost    chan struct{}     // closed when the session ends; nil for New
+	subs    map[*subscription]struct{}
+	closed  bool
 }
 
-// grant is what a Store remembers of a node it granted or queued, to renew,
-// refresh and release it in one round trip.
-type grant struct {
-	key     string
-	path    string
-	version int32     // data version after our last write
-	mtime   int64     // server time of our last write (ms)
-	ttlMs   int64     // TTL of our last write
-	waiting bool      // the node is a queued waiter's entry, not the holder
-	marked  bool      // the node's data carries the waiting mark
-	czxid   int64     // the node's creation zxid: the holder's fence
-	wrote   time.Time // local time just before our last write was sent
+// entry is what a Store remembers of a token's node, to renew, claim and
+// release it in one round trip.
+type entry struct {
+	key, path string
+	version   int32
+	mtime     int64    // server time of our last write, ms
+	ttlMs     int64    // the TTL of that write
+	czxid     int64    // the fence
+	held      bool     // granted; otherwise a queued waiter's entry
+	ahead     []string // a waiter's: the nodes ahead of it at its last listing
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
-// keeps owning (Close does not close it). WithSessionTimeout is required:
-// the session timeout the server negotiated, or less.
-//
-// A Store made by New cannot see session events, so its grants carry no Lost
-// channel: after a session expiry the lease is reported lost by the next
-// renewal (the holder node is gone: lease.ErrNotHeld), at the latest at the
-// Client's local deadline. Dial makes a Store that reports expiry at once.
+// keeps owning. WithSessionTimeout is required: the session timeout the
+// server negotiated, or less. A Store made by New cannot see session
+// events: its grants carry no Lost channel.
 func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 	if conn == nil {
 		return nil, lease.Invalid("store", "nil *zk.Conn")
@@ -91,10 +73,8 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 	return newStore(conn, false, cfg, cfg.sessionTimeout), nil
 }
 
-// configure applies opts. The default ACL (cfg.acl nil, aclSet false) is
-// left to New and Dial.
 func configure(opts []Option) (config, error) {
-	cfg := config{root: DefaultRoot, maxWaiters: lease.DefaultMaxWaiters}
+	cfg := config{root: DefaultRoot, maxWaiters: driver.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, lease.Invalid("option", "nil option")
@@ -107,51 +87,10 @@ func configure(opts []Option) (config, error) {
 	if cfg.aclSet && len(cfg.acl) == 0 {
 		return cfg, lease.Invalid("acl", "empty ACL")
 	}
-	if err := lease.CheckMaxWaiters(cfg.maxWaiters); err != nil {
-		return cfg, err
+	if cfg.maxWaiters < 1 {
+		return cfg, lease.Invalid("max waiters", "%d is below 1", cfg.maxWaiters)
 	}
 	return cfg, nil
-}
-
-// ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
-// no WithACL) and its root already exists with an ACL that lets anyone do
-// more than read it. Anyone could then create a key's node before the Store
-// does, with an ACL of their own, and list (the node names hold the
-// tokens) and delete the holder nodes under it. The error also matches
-// lease.ErrInvalid.
-var ErrOpenRoot = errors.New("zklease: root open to anyone")
-
-// checkRoot refuses a root whose ACL grants world:anyone more than read.
-// A missing root is fine (the Store creates it with its own ACL), and so
-// is one we may not read the ACL of (then world:anyone has neither read
-// nor admin permission on it).
-func checkRoot(conn *zk.Conn, root string) error {
-	acl, _, err := conn.GetACL(root)
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("zklease: read the ACL of %s: %w", root, err)
-	}
-	for _, a := range acl {
-		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&^zk.PermRead != 0 {
-			return fmt.Errorf("%w: %w", ErrOpenRoot, lease.Invalid("root",
-				"%s grants world:anyone %q, more than read: anyone could take over the store's keys "+
-					"despite its creator ACL; restrict the root (setAcl) or use another one", root, perms(a.Perms)))
-		}
-	}
-	return nil
-}
-
-// perms spells ACL permissions as ZooKeeper's shell does ("cdrwa").
-func perms(p int32) string {
-	var b strings.Builder
-	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
-		if p&bit != 0 {
-			b.WriteByte("cdrwa"[i])
-		}
-	}
-	return b.String()
 }
 
 func validRoot(root string) error {
@@ -170,34 +109,58 @@ func validRoot(root string) error {
 }
 
 func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store {
-	return &Store{
-		conn: conn, own: own, root: cfg.root, acl: cfg.acl, maxTTL: maxTTL,
-		grants:   make(map[string]*grant),
-		handoffs: make(map[string]handoff),
-		handed:   make(map[string]string),
-		subs:     make(map[*subscription]struct{}),
+	return &Store{conn: conn, own: own, root: cfg.root, acl: cfg.acl, maxTTL: maxTTL, maxWaiters: cfg.maxWaiters,
+		entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
+}
 
-		maxWaiters: cfg.maxWaiters,
+// ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
+// no WithACL) and its root already exists with an ACL that lets anyone do
+// more than read it: anyone could then create a key's node first and list
+// and delete the holder nodes under it. It also matches lease.ErrInvalid.
+var ErrOpenRoot = errors.New("zklease: root open to anyone")
+
+// checkRoot refuses a root whose ACL grants world:anyone more than read. A
+// missing root is fine (the Store creates it with its own ACL), and so is
+// one we may not read the ACL of.
+func checkRoot(conn *zk.Conn, root string) error {
+	acl, _, err := conn.GetACL(root)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("zklease: read the ACL of %s: %w", root, err)
+	}
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&^zk.PermRead != 0 {
+			return fmt.Errorf("%w: %w", ErrOpenRoot, lease.Invalid("root",
+				"%s grants world:anyone %q, more than read: restrict it (setAcl) or use another root", root, perms(a.Perms)))
+		}
+	}
+	return nil
+}
+
+// perms spells ZooKeeper permissions as its CLI does ("cdrwa").
+func perms(p int32) string {
+	var b strings.Builder
+	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
+		if p&bit != 0 {
+			b.WriteByte("cdrwa"[i])
+		}
+	}
+	return b.String()
 }
 
 // Dial connects to servers (host:port) asking for sessionTimeout, waits
 // until the session is established (or ctx ends) and returns a Store that
-// owns the connection: Close closes it, which ends the session and frees
-// its leases at once.
+// owns the connection: Close ends the session and frees its leases.
 //
-// With WithAuth and no WithACL, the Store creates every node with the
-// creator ACL, zk.AuthACL(zk.PermAll): the identities the connection
-// authenticated as, and no one else, may read, change or delete them, or
-// create beside them. Dial then also reads the root's ACL and refuses a root
-// that already exists and lets anyone do more than read it (ErrOpenRoot).
+// The server clamps the session timeout (by default to [2, 20] × tickTime);
+// the negotiated value is Caps().MaxTTL. When the session expires, the Lost
+// channel of every grant made in it is closed.
 //
-// The server clamps the session timeout to [minSessionTimeout,
-// maxSessionTimeout], by default [2, 20] × tickTime; the negotiated value is
-// the Store's maximum TTL (Limits). Dial watches the session: when it
-// expires, the Lost channel of every grant made in it is closed and the
-// Client reports those leases lost at once; the connection then continues
-// with a new session.
+// With WithAuth and no WithACL, every node the Store creates carries the
+// creator ACL, zk.AuthACL(zk.PermAll), and Dial refuses a root that exists
+// and lets anyone do more than read it (ErrOpenRoot).
 func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, opts ...Option) (*Store, error) {
 	cfg, err := configure(opts)
 	if err != nil {
@@ -249,16 +212,15 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 		}
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	s := newStore(conn, true, cfg, w.negotiated)
-	s.tracked = true
 	s.lost = make(chan struct{})
 	w.store = s
-	w.mu.Unlock()
 	return s, nil
 }
 
 // watcher receives the library's log messages and session events for a
-// Store made by Dial (on the library's goroutines; it never blocks).
+// Store made by Dial, on the library's goroutines.
 type watcher struct {
 	log   *slog.Logger
 	ready chan struct{} // closed when the first session is established
@@ -268,9 +230,8 @@ type watcher struct {
 	store      *Store
 }
 
-// authenticatedFormat is the message go-zookeeper logs after each session
-// handshake; its arguments are the only place v1.0.4 reveals the negotiated
-// session timeout (id int64, timeout int32 in ms).
+// authenticatedFormat is what go-zookeeper v1.0.4 logs after each session
+// handshake: the only place it reveals the negotiated session timeout.
 const authenticatedFormat = "authenticated: id=%d, timeout=%d"
 
 // Printf implements zk.Logger.
@@ -281,36 +242,23 @@ func (w *watcher) Printf(format string, args ...any) {
 			first := w.negotiated == 0
 			if first {
 				w.negotiated = time.Duration(ms) * time.Millisecond
-			}
-			w.mu.Unlock()
-			if first {
 				close(w.ready)
 			}
+			w.mu.Unlock()
 		}
 	}
 	w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
 }
 
-// event is the connection's event callback, called by the library's
-// receiving goroutine for session events and for every watch event (before
-// the watch's own channel gets it).
+// event is the connection's event callback: a session expiry ends the
+// grants made in that session (their ephemeral nodes are gone).
 func (w *watcher) event(ev zk.Event) {
 	w.mu.Lock()
 	s := w.store
 	w.mu.Unlock()
-	switch {
-	case s == nil:
-	case ev.Type == zk.EventSession && ev.State == zk.StateExpired:
-		s.sessionEnded()
-	case ev.Type == zk.EventNodeDeleted:
-		s.nodeDeleted(ev.Path) // before the waiter is woken
-		s.watchFired(ev.Path)
+	if s == nil || ev.Type != zk.EventSession || ev.State != zk.StateExpired {
+		return
 	}
-}
-
-// sessionEnded closes the Lost channel of the grants of the ended session
-// and starts a new one for later grants.
-func (s *Store) sessionEnded() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
@@ -320,23 +268,7 @@ func (s *Store) sessionEnded() {
 	if !s.closed {
 		s.lost = make(chan struct{})
 	}
-	clear(s.grants) // their ephemeral nodes are gone
-	clear(s.handoffs)
-	clear(s.handed)
-	for sub := range s.subs {
-		sub.sessionEnded()
-	}
-}
-
-// lostChan returns the Lost channel for a grant made now (nil when the
-// store cannot see session events).
-func (s *Store) lostChan() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lost == nil {
-		return nil
-	}
-	return s.lost
+	clear(s.entries)
 }
 
 // Conn returns the ZooKeeper connection the Store uses.
@@ -345,13 +277,14 @@ func (s *Store) Conn() *zk.Conn { return s.conn }
 // Root returns the znode under which the Store keeps its keys.
 func (s *Store) Root() string { return s.root }
 
-// Limits implements lease.Limiter: the TTL cannot exceed the session
-// timeout (see WithSessionTimeout and Dial).
-func (s *Store) Limits() lease.Limits { return lease.Limits{MaxTTL: s.maxTTL} }
+// Caps implements driver.Store: FIFO, and a TTL of at most the session
+// timeout, so the session never outlives the Client's deadline.
+func (s *Store) Caps() driver.Caps {
+	return driver.Caps{MaxTTL: s.maxTTL, FIFO: true, MaxWaiters: s.maxWaiters}
+}
 
 // Close ends the Store's subscriptions and, for a Store made by Dial, closes
-// the connection (ending the session deletes its holder nodes) and closes
-// the Lost channels of its grants. Close is idempotent.
+// the connection (which deletes its nodes) and the Lost channels.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -360,7 +293,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	subs := s.subs
-	s.subs = make(map[*subscription]struct{})
+	s.subs = nil
 	s.mu.Unlock()
 	for sub := range subs {
 		_ = sub.Close()
@@ -379,24 +312,10 @@ func (s *Store) Close() error {
 
 var errClosed = errors.New("zklease: store closed")
 
-// check validates r and reports whether the store is usable.
-func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error {
+// usable checks ctx and that the Store is open.
+func (s *Store) usable(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if r.Key == "" {
-		return lease.Invalid("key", "empty")
-	}
-	if !validToken(r.Token) {
-		return lease.Invalid("token", "must be 1 to 64 ASCII letters and digits")
-	}
-	if needTTL {
-		if r.TTL < time.Millisecond {
-			return lease.Invalid("ttl", "%v is below 1ms", r.TTL)
-		}
-		if r.TTL > s.maxTTL {
-			return lease.Invalid("ttl", "%v is above the session timeout %v", r.TTL, s.maxTTL)
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -406,38 +325,44 @@ func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error 
 	return nil
 }
 
+// lostChan returns the Lost channel for a grant made now.
+func (s *Store) lostChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		return nil
+	}
+	return s.lost
+}
+
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
 
-// remember records a node this store wrote last with stat st: the holder's,
-// or a queued waiter's when waiting is set.
-func (s *Store) remember(r lease.Request, g grant) {
-	g.key, g.ttlMs = r.Key, r.TTL.Milliseconds()
+func (s *Store) remember(token string, e entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.grants[r.Token] = &g
+	s.entries[token] = &e
 }
 
-// remembered returns a copy of what the store knows of r's holder node.
-func (s *Store) remembered(r lease.Request) (grant, bool) {
+// remembered returns a copy of r's entry, if the Store has one for r.Key.
+func (s *Store) remembered(r driver.Request) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, ok := s.grants[r.Token]
-	if !ok || g.key != r.Key {
-		return grant{}, false
+	e, ok := s.entries[r.Token]
+	if !ok || e.key != r.Key {
+		return entry{}, false
 	}
-	return *g, true
+	return *e, true
 }
 
 func (s *Store) forget(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.handed, token)
-	delete(s.grants, token)
+	delete(s.entries, token)
 }
 
 // ensureParent creates key's parent, a container node (the server deletes
-// it once it is empty again), and the root (persistent) if it is missing.
+// it once empty), and the root (persistent) if it is missing.
 func (s *Store) ensureParent(parent string) error {
 	_, err := s.conn.CreateContainer(parent, nil, zk.FlagContainer, s.acl)
 	if errors.Is(err, zk.ErrNoNode) {
