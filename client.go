@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/leasekit/lease/driver"
 )
 
 // Client acquires and keeps leases in one Store. It owns all timing: one
@@ -18,16 +20,16 @@ import (
 // waiters when the store is a Notifier. A Client is safe for concurrent use;
 // Close it to release its leases and stop its goroutines.
 type Client struct {
-	store  Store
-	batch  BatchRenewer // nil when the store cannot batch
-	fifo   bool         // Acquire queues waiters (a Queuer store, WithFIFO not false)
-	limits Limits
-	def    params        // client-wide lease settings, before per-acquire options
-	idle   time.Duration // the longest the heartbeat sleeps: the default renew interval
-	obs    []Observer    // in the order WithObserver gave them
-	log    *slog.Logger
-	clock  Clock
-	hub    *hub
+	store driver.Store
+	batch driver.BatchRenewer // nil when the store cannot batch
+	fifo  bool                // Acquire queues waiters (Caps.FIFO, WithFIFO not false)
+	caps  driver.Caps
+	def   params        // client-wide lease settings, before per-acquire options
+	idle  time.Duration // the longest the heartbeat sleeps: the default renew interval
+	obs   []Observer    // in the order WithObserver gave them
+	log   *slog.Logger
+	clock Clock
+	hub   *hub
 
 	mu       sync.Mutex
 	leases   map[*Lease]struct{}            // held leases
@@ -45,7 +47,7 @@ type Client struct {
 
 // New returns a Client for store. Options set the defaults of every lease the
 // Client acquires; invalid options return an error matching ErrInvalid.
-func New(store Store, opts ...Option) (*Client, error) {
+func New(store driver.Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, Invalid("store", "nil store")
 	}
@@ -73,16 +75,13 @@ func New(store Store, opts ...Option) (*Client, error) {
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 	}
-	if l, ok := store.(Limiter); ok {
-		c.limits = l.Limits()
+	c.caps = store.Caps()
+	if c.caps.MaxWaiters < 0 || c.caps.MaxWaiters > driver.MaxMaxWaiters {
+		return nil, Invalid("store", "max waiters %d is not between 1 and %d", c.caps.MaxWaiters, driver.MaxMaxWaiters)
 	}
-	if b, ok := store.(BatchRenewer); ok {
-		c.batch = b
-	}
-	if q, ok := store.(Queuer); ok && cfg.fifo {
-		c.fifo = q.QueuesWaiters()
-	}
-	rp, err := c.def.resolve(c.limits)
+	c.batch, _ = store.(driver.BatchRenewer)
+	c.fifo = c.caps.FIFO && cfg.fifo
+	rp, err := c.def.resolve(c.caps)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +107,13 @@ func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
 	if err := c.validKey(key); err != nil {
 		return p, err
 	}
-	return p.resolve(c.limits)
+	return p.resolve(c.caps)
 }
 
 func (c *Client) validKey(key string) error {
 	max := MaxKeyLen
-	if c.limits.MaxKeyLen > 0 && c.limits.MaxKeyLen < max {
-		max = c.limits.MaxKeyLen
+	if c.caps.MaxKeyLen > 0 && c.caps.MaxKeyLen < max {
+		max = c.caps.MaxKeyLen
 	}
 	switch {
 	case key == "":
@@ -160,15 +159,15 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // store's release announcement when the store is a Notifier, and otherwise
 // when the holder's TTL would run out.
 //
-// With a store that queues waiters (a Queuer; every leasekit store does),
+// With a store that queues waiters (Caps.FIFO; every leasekit store does),
 // waiting is FIFO: the key goes to the client that has waited longest, and
 // neither the releaser nor a newcomer can take it meanwhile. Acquire keeps
 // one token for the whole wait, refreshes its place in the queue at least
 // every renew interval, and leaves the queue when it gives up. WithFIFO(false)
 // turns this off: waiters then race.
 //
-// When the key's queue is full (the store's cap of waiters per key, see
-// Queuer), Acquire returns a *QueueFullError matching ErrQueueFull at once,
+// When the key's queue is full (the store's cap of waiters per key),
+// Acquire returns a *QueueFullError matching ErrQueueFull at once,
 // without waiting: the caller decides whether to try again later.
 //
 // When ctx ends, Acquire returns a *HeldError matching both ErrHeld and
@@ -201,7 +200,7 @@ func (c *Client) acquire(ctx context.Context, key string, p params, start time.T
 	// In FIFO mode the token is the waiter's place in the queue: it stays
 	// the same across attempts and is released (leaving the queue, or
 	// freeing a lease whose grant we did not see) when Acquire gives up.
-	var queued Request
+	var queued driver.Request
 	if c.fifo {
 		var err error
 		if queued, err = c.request(key, p, true); err != nil {
@@ -244,7 +243,7 @@ func (lw *lazyWaiter) unregister() {
 // leaveQueue releases a waiter's token before Acquire returns, so that the
 // caller is out of the queue (and holds nothing) once Acquire has failed. It
 // is bounded: if the store cannot be reached, the entry expires after its TTL.
-func (c *Client) leaveQueue(req Request) {
+func (c *Client) leaveQueue(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(req.TTL/3, time.Second))
 	defer cancel()
 	if err := c.store.Release(ctx, req); err != nil && !errors.Is(err, ErrNotHeld) {
@@ -254,7 +253,7 @@ func (c *Client) leaveQueue(req Request) {
 
 // wait is Acquire's loop; queued is the FIFO request, or zero when waiters
 // race (each attempt then has a new token).
-func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, lw *lazyWaiter, queued Request) (*Lease, error) {
+func (c *Client) wait(ctx context.Context, key string, p params, start time.Time, lw *lazyWaiter, queued driver.Request) (*Lease, error) {
 	var transient int
 	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
@@ -389,7 +388,23 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("lease: inspect %q: %w", key, err)
 	}
-	return info, nil
+	return Info(info), nil
+}
+
+// Info describes the holder of a key, as [Client.Inspect] reports it.
+type Info struct {
+	// Key is the lease name.
+	Key string
+	// Held is false when nobody holds the key; the other fields are then zero
+	// except Fence, which a store may set to the last fence it granted.
+	Held bool
+	// Holder is the holder's identity, if the store keeps it.
+	Holder string
+	// Fence is the holder's fencing token.
+	Fence uint64
+	// Remaining is the store's view of the time left before the lease
+	// expires; 0 when it cannot tell.
+	Remaining time.Duration
 }
 
 // Close releases every lease the Client holds (their Err becomes ErrReleased),
@@ -454,19 +469,19 @@ func (c *Client) try(ctx context.Context, key string, p params, start time.Time)
 }
 
 // request returns the store request of an acquisition, with a new token.
-func (c *Client) request(key string, p params, queue bool) (Request, error) {
+func (c *Client) request(key string, p params, queue bool) (driver.Request, error) {
 	token, err := newToken()
 	if err != nil {
-		return Request{}, err
+		return driver.Request{}, err
 	}
-	return Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue, RecordLater: queue}, nil
+	return driver.Request{Key: key, Token: token, Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue}, nil
 }
 
 // attempt asks the store for req once. dirty reports that the store may hold
 // req's token although no lease was returned (the write may have reached the
 // store before an error, or the Client closed meanwhile): the caller must
 // release the token, now or when it stops using it.
-func (c *Client) attempt(ctx context.Context, req Request, p params, start time.Time) (l *Lease, err error, dirty bool) {
+func (c *Client) attempt(ctx context.Context, req driver.Request, p params, start time.Time) (l *Lease, err error, dirty bool) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err), false
 	}
@@ -498,10 +513,7 @@ func (c *Client) attempt(ctx context.Context, req Request, p params, start time.
 		// (a timeout, a cancelled ctx).
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err), true
 	}
-	l = newLease(c, req, p, g.Fence, sent.Add(-max(g.Since, 0)))
-	if g.Unrecorded {
-		l.nextRenew = sent // record the grant in the store at once
-	}
+	l = newLease(c, req, p, g.Fence, sent)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -558,7 +570,7 @@ func (c *Client) isClosed() bool {
 
 // cleanup releases req's token in the background, bounded in time; used
 // where a write may have happened that nobody will renew.
-func (c *Client) cleanup(req Request) {
+func (c *Client) cleanup(req driver.Request) {
 	c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), min(req.TTL, 5*time.Second))
 		defer cancel()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
@@ -225,7 +226,7 @@ func TestStoreLosingTokenLosesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone (an operator, a store failover) deleted our token.
-	if err := f.mem.Release(ctx, lease.Request{Key: "job", Token: l.Token()}); err != nil {
+	if err := f.mem.Release(ctx, driver.Request{Key: "job", Token: l.Token()}); err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Advance(10 * time.Second / 3)
@@ -292,7 +293,7 @@ type batchCounter struct {
 	inflight atomic.Int64 // RenewMany calls running (a WaitGroup's Wait must not race with Add from zero)
 }
 
-func (b *batchCounter) RenewMany(ctx context.Context, rs []lease.Request) []error {
+func (b *batchCounter) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	b.mu.Lock()
@@ -353,13 +354,13 @@ func TestAmbiguousAcquireLeavesNoOrphan(t *testing.T) {
 
 // ambiguous applies Acquire and then reports a timeout, as a store does when
 // the reply is lost after the write.
-type ambiguous struct{ lease.Store }
+type ambiguous struct{ driver.Store }
 
-func (a *ambiguous) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+func (a *ambiguous) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if _, err := a.Store.Acquire(ctx, r); err != nil {
-		return lease.Grant{}, err
+		return driver.Grant{}, err
 	}
-	return lease.Grant{}, context.DeadlineExceeded
+	return driver.Grant{}, context.DeadlineExceeded
 }
 
 func TestReleaseWaitsForInflightRenewal(t *testing.T) {
@@ -469,7 +470,7 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("Do(nil fn) = %v", err)
 	}
 	// A store's own limits apply too.
-	small := memlease.New(memlease.WithLimits(lease.Limits{MinTTL: time.Second, MaxKeyLen: 4}))
+	small := memlease.New(memlease.WithLimits(driver.Caps{MinTTL: time.Second, MaxKeyLen: 4}))
 	defer small.Close()
 	c, err := lease.New(small)
 	if err != nil {
@@ -658,7 +659,7 @@ func TestQueueHeadLooksAtExpiry(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dead := lease.Request{Key: "job", Token: "dead-holder", Holder: "dead", TTL: 1500 * time.Millisecond}
+	dead := driver.Request{Key: "job", Token: "dead-holder", Holder: "dead", TTL: 1500 * time.Millisecond}
 	if _, err := f.mem.Acquire(ctx, dead); err != nil {
 		t.Fatal(err)
 	}

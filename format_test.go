@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -26,7 +27,7 @@ func TestLeaseAndRequestHideToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	req := lease.Request{Key: "jobs", Token: l.Token(), Holder: "worker-1", TTL: time.Second}
+	req := driver.Request{Key: "jobs", Token: l.Token(), Holder: "worker-1", TTL: time.Second}
 	tok := l.Token()
 	for _, v := range []any{l, req, &req} {
 		printed := fmt.Sprintf("%v|%+v|%#v|%s|%q", v, v, v, v, v)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasekit/lease/driver"
 )
 
 // The heartbeat: one goroutine per Client wakes at the earliest renewal time
@@ -132,7 +134,7 @@ func (c *Client) tick() time.Time {
 func (c *Client) renew(sent time.Time, due []*Lease) {
 	timeout := renewTimeout(sent, due)
 	if c.batch != nil && len(due) > 1 {
-		reqs := make([]Request, len(due))
+		reqs := make([]driver.Request, len(due))
 		for i, l := range due {
 			reqs[i] = l.req
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/leasekit/lease/driver"
 )
 
 type leaseState int
@@ -21,7 +23,7 @@ const (
 // Fence in writes to the resource it protects.
 type Lease struct {
 	c      *Client
-	req    Request
+	req    driver.Request
 	p      params
 	fence  uint64
 	ctx    context.Context
@@ -39,7 +41,7 @@ type Lease struct {
 	watch       *lostWatch    // the watch of its Grant.Lost channel, if any
 }
 
-func newLease(c *Client, req Request, p params, fence uint64, sent time.Time) *Lease {
+func newLease(c *Client, req driver.Request, p params, fence uint64, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
@@ -143,7 +145,7 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // releaseStore deletes req's token from the store, retrying transient errors
 // until ctx ends or the lease's deadline passes (the store then frees it).
-func (c *Client) releaseStore(ctx context.Context, req Request, deadline time.Time) error {
+func (c *Client) releaseStore(ctx context.Context, req driver.Request, deadline time.Time) error {
 	for attempt := 1; ; attempt++ {
 		err := c.store.Release(ctx, req)
 		switch {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
@@ -19,7 +20,7 @@ import (
 // sessionStore is a fault wrapper that hands out a Lost channel with its
 // grants: the current session's (closed by end), or a new one per grant.
 type sessionStore struct {
-	lease.Store
+	driver.Store
 	perGrant bool
 
 	mu       sync.Mutex
@@ -30,7 +31,7 @@ func newSessionStore(perGrant bool) *sessionStore {
 	return &sessionStore{Store: memlease.New(), perGrant: perGrant, sessions: []chan struct{}{make(chan struct{})}}
 }
 
-func (s *sessionStore) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+func (s *sessionStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	g, err := s.Store.Acquire(ctx, r)
 	if err != nil {
 		return g, err
@@ -52,7 +53,7 @@ func (s *sessionStore) end() {
 	s.sessions = append(s.sessions, make(chan struct{}))
 }
 
-func sessionClient(t *testing.T, s lease.Store, rec *events) *lease.Client {
+func sessionClient(t *testing.T, s driver.Store, rec *events) *lease.Client {
 	t.Helper()
 	c, err := lease.New(s, lease.WithObserver(rec), lease.WithHolder("test:1"), lease.WithTTL(time.Minute))
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/leasekit/lease/driver"
 )
 
 // Defaults.
@@ -130,7 +132,7 @@ func defaultHolder() string {
 }
 
 // resolve fills defaults in p and validates it against the store's limits.
-func (p params) resolve(lim Limits) (params, error) {
+func (p params) resolve(lim driver.Caps) (params, error) {
 	if p.ttl == 0 {
 		p.ttl = DefaultTTL
 	}
@@ -162,8 +164,8 @@ func (p params) resolve(lim Limits) (params, error) {
 	if p.renew >= p.ttl-p.drift {
 		return p, Invalid("renew interval", "%v must be shorter than the TTL %v minus the drift margin %v", p.renew, p.ttl, p.drift)
 	}
-	if err := CheckHolder(p.holder); err != nil {
-		return p, err
+	if len(p.holder)+len(p.tag) > MaxHolderLen {
+		return p, Invalid("holder", "%d bytes, longer than %d", len(p.holder)+len(p.tag), MaxHolderLen)
 	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -77,7 +78,7 @@ func waitQueued(t *testing.T, store *memlease.Store, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := store.Acquire(context.Background(), lease.Request{Key: key, Token: "probe-not-queued", TTL: time.Second})
+		_, err := store.Acquire(context.Background(), driver.Request{Key: key, Token: "probe-not-queued", TTL: time.Second})
 		var he *lease.HeldError
 		if errors.As(err, &he) && he.Queued >= n {
 			return
@@ -89,26 +90,19 @@ func waitQueued(t *testing.T, store *memlease.Store, key string, n int) {
 	}
 }
 
-// TestMaxWaitersInvalid: a cap of waiters outside 1..MaxMaxWaiters is
-// refused with ErrInvalid.
+// TestMaxWaitersInvalid: a store that declares a cap of waiters outside
+// 0..MaxMaxWaiters is refused by lease.New with ErrInvalid.
 func TestMaxWaitersInvalid(t *testing.T) {
-	for _, n := range []int{0, -1, lease.MaxMaxWaiters + 1} {
-		if err := lease.CheckMaxWaiters(n); !errors.Is(err, lease.ErrInvalid) {
-			t.Errorf("CheckMaxWaiters(%d) = %v, want ErrInvalid", n, err)
-		}
-		s := memlease.New(memlease.WithMaxWaiters(n))
-		_, err := s.Acquire(context.Background(), lease.Request{Key: "k", Token: "t", TTL: time.Second, Queue: true})
-		if err == nil {
-			// free key, granted: queue a second token
-			_, err = s.Acquire(context.Background(), lease.Request{Key: "k", Token: "u", TTL: time.Second, Queue: true})
-		}
-		if !errors.Is(err, lease.ErrInvalid) {
-			t.Errorf("memlease WithMaxWaiters(%d): queued Acquire = %v, want ErrInvalid", n, err)
+	for _, n := range []int{-1, driver.MaxMaxWaiters + 1} {
+		if c, err := lease.New(memlease.New(memlease.WithMaxWaiters(n))); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("lease.New over a store with MaxWaiters %d = %v, %v; want ErrInvalid", n, c, err)
 		}
 	}
-	for _, n := range []int{1, lease.DefaultMaxWaiters, lease.MaxMaxWaiters} {
-		if err := lease.CheckMaxWaiters(n); err != nil {
-			t.Errorf("CheckMaxWaiters(%d) = %v, want nil", n, err)
+	for _, n := range []int{1, driver.DefaultMaxWaiters, driver.MaxMaxWaiters} {
+		c, err := lease.New(memlease.New(memlease.WithMaxWaiters(n)))
+		if err != nil {
+			t.Fatalf("lease.New over a store with MaxWaiters %d: %v", n, err)
 		}
+		_ = c.Close()
 	}
 }

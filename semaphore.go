@@ -57,7 +57,8 @@ func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (*semapho
 		return nil, err
 	}
 	p.tag = semTag(n)
-	if err := CheckHolder(p.holder + p.tag); err != nil {
+	if len(p.holder)+len(p.tag) > MaxHolderLen {
+		err := Invalid("holder", "%d bytes, longer than %d", len(p.holder)+len(p.tag), MaxHolderLen)
 		return nil, fmt.Errorf("semaphore %q: the holder with its tag %q: %w", key, p.tag, err)
 	}
 	s := &semaphore{c: c, key: key, n: n, p: p, slots: make([]string, n)}

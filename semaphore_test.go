@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -224,7 +225,7 @@ func TestSemaphoreCrashedHolderFreesAfterTTL(t *testing.T) {
 		free = lease.SlotKey("crash", 1)
 	}
 	crashed := time.Now()
-	g, err := root.Acquire(ctx, lease.Request{Key: free, Token: strings.Repeat("d", 32), Holder: "dead [sem n=2]", TTL: ttl})
+	g, err := root.Acquire(ctx, driver.Request{Key: free, Token: strings.Repeat("d", 32), Holder: "dead [sem n=2]", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

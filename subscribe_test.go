@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
@@ -29,12 +30,12 @@ type gatedStore struct {
 
 var errSubscribeDown = errors.New("subscribe: store unavailable")
 
-func (s *gatedStore) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+func (s *gatedStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	s.acquires.Add(1)
 	return s.Store.Acquire(ctx, r)
 }
 
-func (s *gatedStore) Subscribe(ctx context.Context) (lease.Subscription, error) {
+func (s *gatedStore) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	if s.fail.Load() {
 		return nil, errSubscribeDown
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/leasekit/lease/driver"
 )
 
 // Waiting: Acquire registers a waiter with the Client's hub, which keeps one
@@ -28,15 +30,15 @@ func (w *waiter) notify() {
 
 type hub struct {
 	c        *Client
-	notifier Notifier // nil: the store cannot announce releases
+	notifier driver.Notifier // nil: the store cannot announce releases
 
 	mu       sync.Mutex
 	waiters  map[string]map[*waiter]struct{}
-	sub      Subscription       // the active subscription, nil if none
-	cancel   context.CancelFunc // stops the active subscription's reader
-	gen      uint64             // counts subscriptions made
-	starting chan struct{}      // non-nil while Subscribe is in flight
-	failedAt time.Time          // the last Subscribe the store failed (not one its caller gave up)
+	sub      driver.Subscription // the active subscription, nil if none
+	cancel   context.CancelFunc  // stops the active subscription's reader
+	gen      uint64              // counts subscriptions made
+	starting chan struct{}       // non-nil while Subscribe is in flight
+	failedAt time.Time           // the last Subscribe the store failed (not one its caller gave up)
 	closed   bool
 }
 
@@ -46,7 +48,7 @@ const subscribeCooldown = time.Second
 
 func newHub(c *Client) *hub {
 	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{})}
-	h.notifier, _ = c.store.(Notifier)
+	h.notifier, _ = c.store.(driver.Notifier)
 	return h
 }
 
@@ -150,9 +152,6 @@ func (h *hub) ensure(ctx context.Context) uint64 {
 		rctx, cancel := context.WithCancel(context.Background())
 		h.sub, h.cancel = sub, cancel
 		h.mu.Unlock()
-		if p, ok := sub.(Pusher); ok {
-			p.Push(h.deliver) // outside h.mu: it may deliver at once
-		}
 		h.c.spawn(func() { h.read(rctx, sub, g) })
 		return g
 	}
@@ -178,13 +177,12 @@ func (h *hub) changed(gen uint64) bool {
 	return h.sub != nil && h.gen != gen
 }
 
-// read delivers the announcements of subscription gen until it ends (of a
-// pushing subscription, it only waits for its end). On an error it drops the
+// read delivers the announcements of subscription gen until it ends. On an error it drops the
 // subscription and wakes every waiter, which look again and subscribe anew:
 // announcements may have been missed.
-func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
+func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
 	for {
-		a, err := next(ctx, sub)
+		a, err := sub.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return // hub closed
@@ -211,10 +209,8 @@ func (h *hub) read(ctx context.Context, sub Subscription, gen uint64) {
 	}
 }
 
-// deliver wakes the waiters of a's key that may take it; it is also a
-// pushing subscription's function (see Pusher), called from the store's
-// goroutines.
-func (h *hub) deliver(a Announcement) {
+// deliver wakes the waiters of a's key that may take it.
+func (h *hub) deliver(a driver.Announcement) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.waiters[a.Key] {
@@ -223,16 +219,6 @@ func (h *hub) deliver(a Announcement) {
 			w.notify()
 		}
 	}
-}
-
-// next returns sub's next announcement, with the successor when sub is an
-// Announcer.
-func next(ctx context.Context, sub Subscription) (Announcement, error) {
-	if a, ok := sub.(Announcer); ok {
-		return a.NextAnnouncement(ctx)
-	}
-	key, err := sub.Next(ctx)
-	return Announcement{Key: key}, err
 }
 
 func (h *hub) close() {

@@ -51,7 +51,7 @@ func (c *Client) Holder() string { return c.def.holder }
 
 // TTL returns the Client's default lease TTL.
 func (c *Client) TTL() time.Duration {
-	p, err := c.def.resolve(c.limits)
+	p, err := c.def.resolve(c.caps)
 	if err != nil { // cannot happen: New validated the defaults
 		return DefaultTTL
 	}

@@ -17,43 +17,37 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 type grpcDialOption = grpc.DialOption
 
-// countingStore counts the renewal calls the Client makes; it forwards
-// Limiter. Use countingBatch for a store that is a BatchRenewer.
+// countingStore counts the renewal calls the Client makes. Use countingBatch
+// for a store that is a BatchRenewer.
 type countingStore struct {
-	lease.Store
+	driver.Store
 	renews    atomic.Int64 // Renew calls
 	batches   atomic.Int64 // RenewMany calls
 	batchSize atomic.Int64 // leases renewed through RenewMany
 }
 
-func (c *countingStore) Renew(ctx context.Context, r lease.Request) error {
+func (c *countingStore) Renew(ctx context.Context, r driver.Request) error {
 	c.renews.Add(1)
 	return c.Store.Renew(ctx, r)
 }
 
-func (c *countingStore) Limits() lease.Limits {
-	if l, ok := c.Store.(lease.Limiter); ok {
-		return l.Limits()
-	}
-	return lease.Limits{}
-}
-
 type countingBatch struct{ *countingStore }
 
-func (c countingBatch) RenewMany(ctx context.Context, rs []lease.Request) []error {
+func (c countingBatch) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	c.batches.Add(1)
 	c.batchSize.Add(int64(len(rs)))
-	return c.Store.(lease.BatchRenewer).RenewMany(ctx, rs)
+	return c.Store.(driver.BatchRenewer).RenewMany(ctx, rs)
 }
 
-// countStore wraps st; the returned lease.Store is a BatchRenewer iff st is.
-func countStore(st lease.Store) (lease.Store, *countingStore) {
+// countStore wraps st; the returned driver.Store is a BatchRenewer iff st is.
+func countStore(st driver.Store) (driver.Store, *countingStore) {
 	c := &countingStore{Store: st}
-	if _, ok := st.(lease.BatchRenewer); ok {
+	if _, ok := st.(driver.BatchRenewer); ok {
 		return countingBatch{c}, c
 	}
 	return c, c

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/memlease"
@@ -145,7 +146,7 @@ func newCountedRedis(addr string, w *wire) *redis.Client {
 
 type leaseLocker struct {
 	c       *lease.Client
-	st      lease.Store
+	st      driver.Store
 	cleanup func()
 	key     string
 }
@@ -181,7 +182,7 @@ type storeHooks struct {
 // connection(s), with h's counters attached, and the function that closes
 // those connections after the store. The store is returned as is (not
 // wrapped), so the Client sees every optional interface it implements.
-func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Duration, h storeHooks) (lease.Store, func(), error) {
+func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Duration, h storeHooks) (driver.Store, func(), error) {
 	ns := "bench-" + env.Run + "-" + store // table and advisory mode share the table
 	switch store {
 	case "redis":

@@ -33,5 +33,5 @@
 // session the store re-created. Campaign returns promptly with an error matching
 // lease.ErrClosed when the Client is closed while it waits, and with ctx's
 // error when ctx ends. Once leading, the loss of the store's session
-// (lease.Grant.Lost) ends leadership at once.
+// (driver.Grant.Lost) ends leadership at once.
 package election

@@ -23,7 +23,7 @@ import (
 //     observation may skip one.
 //
 // Observe wakes on the store's release announcement of the key (pushed, on
-// the Client's one subscription, where the store is a lease.Notifier) and
+// the Client's one subscription, where the store is a driver.Notifier) and
 // then looks for the successor with quick re-inspections for about a TTL;
 // otherwise it inspects the key every third of the TTL, and sooner when the
 // leader's remaining TTL runs out, since acquisitions and expiries are not

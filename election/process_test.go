@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/election"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/internal/proctest"
@@ -179,7 +180,7 @@ func leading(t *testing.T, line string) uint64 {
 
 // crashSetup makes a namespace for a cross-process test on k: a store for
 // the test itself (an observer) and the namespace to give candidates.
-func crashSetup(t *testing.T, k storeKind) (lease.Store, string) {
+func crashSetup(t *testing.T, k storeKind) (driver.Store, string) {
 	ns := "el" + randHex(6)
 	if k.name == "file" {
 		ns = filepath.Join(t.TempDir(), "leases")
@@ -192,7 +193,7 @@ func crashSetup(t *testing.T, k storeKind) (lease.Store, string) {
 
 // observeInto starts an observer over s, returning a function that stops it
 // and returns what it delivered.
-func observeInto(t *testing.T, s lease.Store, k storeKind, key string) func() []election.Leader {
+func observeInto(t *testing.T, s driver.Store, k storeKind, key string) func() []election.Leader {
 	c, err := lease.New(s, lease.WithTTL(k.ttl))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
@@ -47,7 +48,7 @@ const zkSession = 6 * time.Second
 
 // openStore opens a store of kind over namespace ns (for files: a directory).
 // close closes it and whatever connection it was opened on.
-func openStore(ctx context.Context, kind, ns string) (s lease.Store, closeAll func(), err error) {
+func openStore(ctx context.Context, kind, ns string) (s driver.Store, closeAll func(), err error) {
 	switch kind {
 	case "file":
 		fs, err := filelease.New(ns)
@@ -110,7 +111,7 @@ func openStore(ctx context.Context, kind, ns string) (s lease.Store, closeAll fu
 // testStore opens a store of kind k over ns for a test, skipping it when the
 // server is not configured (failing under LEASE_TEST_REQUIRE_ALL=1); it is
 // closed at cleanup.
-func testStore(t *testing.T, k storeKind, ns string) lease.Store {
+func testStore(t *testing.T, k storeKind, ns string) driver.Store {
 	t.Helper()
 	if k.env != "" {
 		leasetest.Env(t, k.env)

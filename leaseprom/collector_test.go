@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leaseprom"
 	"github.com/leasekit/lease/memlease"
 )
@@ -65,7 +66,7 @@ func story(t *testing.T, c *leaseprom.Collector) {
 	}
 	// Lose b: free its token behind the client's back; the next renewal
 	// gets ErrNotHeld.
-	if err := mem.Release(ctx, lease.Request{Key: "b", Token: b.Token()}); err != nil {
+	if err := mem.Release(ctx, driver.Request{Key: "b", Token: b.Token()}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -276,8 +277,8 @@ func TestCollectorCountsFailedAcquisitions(t *testing.T) {
 	}
 	// Fill k's queue (one waiter with the default cap of mem's would take
 	// 1024): the next queued Acquire is refused at once.
-	for i := range lease.DefaultMaxWaiters {
-		r := lease.Request{Key: "k", Token: fmt.Sprint("waiter-", i), TTL: time.Minute, Queue: true}
+	for i := range driver.DefaultMaxWaiters {
+		r := driver.Request{Key: "k", Token: fmt.Sprint("waiter-", i), TTL: time.Minute, Queue: true}
 		if _, err := mem.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("queueing waiter %d: %v", i, err)
 		}

@@ -1,6 +1,6 @@
 // Package leasetest helps test lease stores and code that uses leases.
 //
-// [Run] is the conformance suite every lease.Store must pass: point a
+// [Run] is the conformance suite every driver.Store must pass: point a
 // [Harness] at the store and call Run from a test. A subtest about an
 // optional interface the store lacks skips ("lacks capability"). [Faulty] wraps a store to
 // stall or fail its renewals and acquisitions, [NewFakeClock] makes time move

@@ -1,4 +1,4 @@
-// FaultyStore: a lease.Store wrapper that injects faults, for tests only.
+// FaultyStore: a driver.Store wrapper that injects faults, for tests only.
 
 package leasetest
 
@@ -9,23 +9,22 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// FaultyStore wraps a lease.Store and forwards every call to it, except where
+// FaultyStore wraps a driver.Store and forwards every call to it, except where
 // a fault was switched on: renewals can be blocked (like a stalled process or
 // a partitioned network) or failed, and acquisitions failed. It counts the
 // calls it sees. It is meant for tests of the Client and of stores; it is safe
 // for concurrent use.
 //
-// FaultyStore always implements [lease.BatchRenewer] (delegating to the inner
-// store's RenewMany if it has one, else renewing one by one),
-// [lease.Notifier] (delegating; Subscribe returns an error wrapping
-// errors.ErrUnsupported when the inner store is not a Notifier),
-// [lease.Limiter] (the inner store's Limits, or zero Limits) and
-// [lease.Queuer] (what the inner store reports).
+// FaultyStore always implements [driver.BatchRenewer] (delegating to the
+// inner store's RenewMany if it has one, else renewing one by one) and
+// [driver.Notifier] (delegating; Subscribe returns an error wrapping
+// errors.ErrUnsupported when the inner store is not a Notifier); Caps is the
+// inner store's.
 type FaultyStore struct {
-	inner lease.Store
+	inner driver.Store
 
 	acquires   atomic.Int64
 	renewals   atomic.Int64
@@ -41,20 +40,18 @@ type FaultyStore struct {
 
 // Compile-time checks of the interfaces a FaultyStore implements.
 var (
-	_ lease.Store        = (*FaultyStore)(nil)
-	_ lease.BatchRenewer = (*FaultyStore)(nil)
-	_ lease.Notifier     = (*FaultyStore)(nil)
-	_ lease.Limiter      = (*FaultyStore)(nil)
-	_ lease.Queuer       = (*FaultyStore)(nil)
+	_ driver.Store        = (*FaultyStore)(nil)
+	_ driver.BatchRenewer = (*FaultyStore)(nil)
+	_ driver.Notifier     = (*FaultyStore)(nil)
 )
 
 // Faulty returns a FaultyStore over s with no fault switched on.
-func Faulty(s lease.Store) *FaultyStore {
+func Faulty(s driver.Store) *FaultyStore {
 	return &FaultyStore{inner: s, closed: make(chan struct{})}
 }
 
 // Inner returns the wrapped store.
-func (f *FaultyStore) Inner() lease.Store { return f.inner }
+func (f *FaultyStore) Inner() driver.Store { return f.inner }
 
 // BlockRenewals(true) makes every Renew and RenewMany call, including those
 // already waiting, block without reaching the inner store until
@@ -104,19 +101,19 @@ func (f *FaultyStore) Renewals() int64 { return f.renewals.Load() }
 func (f *FaultyStore) RenewCalls() int64 { return f.renewCalls.Load() }
 
 // Acquire forwards to the inner store unless FailAcquire set an error.
-func (f *FaultyStore) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+func (f *FaultyStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	f.acquires.Add(1)
 	f.mu.Lock()
 	err := f.acquireErr
 	f.mu.Unlock()
 	if err != nil {
-		return lease.Grant{}, err
+		return driver.Grant{}, err
 	}
 	return f.inner.Acquire(ctx, r)
 }
 
 // Renew forwards to the inner store unless renewals are blocked or failed.
-func (f *FaultyStore) Renew(ctx context.Context, r lease.Request) error {
+func (f *FaultyStore) Renew(ctx context.Context, r driver.Request) error {
 	f.renewals.Add(1)
 	f.renewCalls.Add(1)
 	if err := f.renewFault(ctx); err != nil {
@@ -127,7 +124,7 @@ func (f *FaultyStore) Renew(ctx context.Context, r lease.Request) error {
 
 // RenewMany forwards to the inner store's RenewMany, or renews one by one,
 // unless renewals are blocked or failed.
-func (f *FaultyStore) RenewMany(ctx context.Context, rs []lease.Request) []error {
+func (f *FaultyStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	f.renewals.Add(int64(len(rs)))
 	f.renewCalls.Add(1)
 	errs := make([]error, len(rs))
@@ -137,7 +134,7 @@ func (f *FaultyStore) RenewMany(ctx context.Context, rs []lease.Request) []error
 		}
 		return errs
 	}
-	if b, ok := f.inner.(lease.BatchRenewer); ok {
+	if b, ok := f.inner.(driver.BatchRenewer); ok {
 		return b.RenewMany(ctx, rs)
 	}
 	for i, r := range rs {
@@ -166,39 +163,27 @@ func (f *FaultyStore) renewFault(ctx context.Context) error {
 }
 
 // Release forwards to the inner store.
-func (f *FaultyStore) Release(ctx context.Context, r lease.Request) error {
+func (f *FaultyStore) Release(ctx context.Context, r driver.Request) error {
 	return f.inner.Release(ctx, r)
 }
 
 // Inspect forwards to the inner store.
-func (f *FaultyStore) Inspect(ctx context.Context, key string) (lease.Info, error) {
+func (f *FaultyStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	return f.inner.Inspect(ctx, key)
 }
 
-// Subscribe forwards to the inner store if it is a [lease.Notifier]; otherwise
+// Subscribe forwards to the inner store if it is a [driver.Notifier]; otherwise
 // it returns an error wrapping errors.ErrUnsupported.
-func (f *FaultyStore) Subscribe(ctx context.Context) (lease.Subscription, error) {
-	n, ok := f.inner.(lease.Notifier)
+func (f *FaultyStore) Subscribe(ctx context.Context) (driver.Subscription, error) {
+	n, ok := f.inner.(driver.Notifier)
 	if !ok {
 		return nil, fmt.Errorf("leasetest: %T does not announce releases: %w", f.inner, errors.ErrUnsupported)
 	}
 	return n.Subscribe(ctx)
 }
 
-// Limits returns the inner store's Limits, or zero Limits if it is not a
-// [lease.Limiter].
-func (f *FaultyStore) Limits() lease.Limits {
-	if l, ok := f.inner.(lease.Limiter); ok {
-		return l.Limits()
-	}
-	return lease.Limits{}
-}
-
-// QueuesWaiters reports whether the inner store queues waiters (lease.Queuer).
-func (f *FaultyStore) QueuesWaiters() bool {
-	q, ok := f.inner.(lease.Queuer)
-	return ok && q.QueuesWaiters()
-}
+// Caps returns the inner store's Caps.
+func (f *FaultyStore) Caps() driver.Caps { return f.inner.Caps() }
 
 // Close unblocks blocked renewals and closes the inner store.
 func (f *FaultyStore) Close() error {

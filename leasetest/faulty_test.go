@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
 
-func request(key, token string) lease.Request {
-	return lease.Request{Key: key, Token: token, Holder: "h", TTL: time.Minute}
+func request(key, token string) driver.Request {
+	return driver.Request{Key: key, Token: token, Holder: "h", TTL: time.Minute}
 }
 
 const tok = "0123456789abcdef0123456789abcdef"
 
 func TestFaultyForwards(t *testing.T) {
 	ctx := context.Background()
-	inner := memlease.New(memlease.WithLimits(lease.Limits{MaxKeyLen: 64}))
+	inner := memlease.New(memlease.WithLimits(driver.Caps{MaxKeyLen: 64}))
 	f := leasetest.Faulty(inner)
 	if f.Inner() != inner {
 		t.Errorf("Inner() is not the wrapped store")
@@ -31,14 +32,14 @@ func TestFaultyForwards(t *testing.T) {
 	if err := f.Renew(ctx, request("k", tok)); err != nil {
 		t.Errorf("Renew: %v", err)
 	}
-	if errs := f.RenewMany(ctx, []lease.Request{request("k", tok), request("x", tok)}); errs[0] != nil || !errors.Is(errs[1], lease.ErrNotHeld) {
+	if errs := f.RenewMany(ctx, []driver.Request{request("k", tok), request("x", tok)}); errs[0] != nil || !errors.Is(errs[1], lease.ErrNotHeld) {
 		t.Errorf("RenewMany = %v, want [nil ErrNotHeld]", errs)
 	}
 	if info, err := f.Inspect(ctx, "k"); err != nil || !info.Held || info.Fence != 1 {
 		t.Errorf("Inspect = %+v, %v", info, err)
 	}
-	if got := f.Limits(); got.MaxKeyLen != 64 {
-		t.Errorf("Limits() = %+v, want the inner store's", got)
+	if got := f.Caps(); got.MaxKeyLen != 64 {
+		t.Errorf("Caps() = %+v, want the inner store's", got)
 	}
 	sub, err := f.Subscribe(ctx)
 	if err != nil {
@@ -50,8 +51,8 @@ func TestFaultyForwards(t *testing.T) {
 	}
 	nctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if k, err := sub.Next(nctx); err != nil || k != "k" {
-		t.Errorf("Next = %q, %v; want k", k, err)
+	if a, err := sub.Next(nctx); err != nil || a.Key != "k" {
+		t.Errorf("Next = %+v, %v; want k", a, err)
 	}
 	if f.Acquires() != 1 || f.Renewals() != 3 {
 		t.Errorf("Acquires() = %d, Renewals() = %d; want 1 and 3", f.Acquires(), f.Renewals())
@@ -71,13 +72,13 @@ func TestFaultyOverAPlainStore(t *testing.T) {
 	if _, err := f.Subscribe(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Subscribe over a store without notifications: %v, want errors.ErrUnsupported", err)
 	}
-	if got := f.Limits(); got != (lease.Limits{}) {
-		t.Errorf("Limits() = %+v, want zero", got)
+	if got := f.Caps(); got.FIFO {
+		t.Errorf("Caps() = %+v, want no FIFO", got)
 	}
 	if _, err := f.Acquire(ctx, request("k", tok)); err != nil {
 		t.Fatal(err)
 	}
-	errs := f.RenewMany(ctx, []lease.Request{request("k", tok), request("x", tok)})
+	errs := f.RenewMany(ctx, []driver.Request{request("k", tok), request("x", tok)})
 	if errs[0] != nil || !errors.Is(errs[1], lease.ErrNotHeld) {
 		t.Errorf("RenewMany one by one = %v, want [nil ErrNotHeld]", errs)
 	}
@@ -104,7 +105,7 @@ func TestFaultyFailures(t *testing.T) {
 	if err := f.Renew(ctx, request("k", tok)); !errors.Is(err, boom) {
 		t.Errorf("Renew with FailRenewals: %v, want boom", err)
 	}
-	for _, err := range f.RenewMany(ctx, []lease.Request{request("k", tok), request("k", tok)}) {
+	for _, err := range f.RenewMany(ctx, []driver.Request{request("k", tok), request("k", tok)}) {
 		if !errors.Is(err, boom) {
 			t.Errorf("RenewMany with FailRenewals: %v, want boom", err)
 		}
@@ -141,7 +142,7 @@ func TestFaultyBlockRenewals(t *testing.T) {
 
 	// Blocked calls proceed when unblocked.
 	done := make(chan []error, 1)
-	go func() { done <- f.RenewMany(ctx, []lease.Request{request("k", tok)}) }()
+	go func() { done <- f.RenewMany(ctx, []driver.Request{request("k", tok)}) }()
 	select {
 	case errs := <-done:
 		t.Fatalf("RenewMany returned while blocked: %v", errs)

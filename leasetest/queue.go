@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // Queued asks s to acquire r with Request.Queue and fails the test unless it
 // is refused with a *lease.HeldError counting ahead live waiters queued
 // before r.Token; it returns that error.
-func Queued(t testing.TB, ctx context.Context, s lease.Store, r lease.Request, ahead int) *lease.HeldError {
+func Queued(t testing.TB, ctx context.Context, s driver.Store, r driver.Request, ahead int) *lease.HeldError {
 	t.Helper()
 	r.Queue = true
 	_, err := s.Acquire(ctx, r)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // Harness tells Run how to reach the store under test.
@@ -24,7 +25,7 @@ type Harness struct {
 	// subtest. The suite closes the stores it gets. Goroutines a store starts
 	// must end when it is closed (the suite checks for leaks); shared
 	// resources must be set up before Run.
-	NewStore func(t testing.TB, ns string) lease.Store
+	NewStore func(t testing.TB, ns string) driver.Store
 	// TTL is the short TTL used by timing tests (default 500ms); stores with
 	// coarse expiry set more.
 	TTL time.Duration
@@ -164,10 +165,10 @@ func (e *env) key(name string) string { return name + "-" + randHex(4) }
 // after the clients made on it.
 // longTTL is a TTL that renewals late by seconds on a busy machine do not
 // let lapse: 20 TTLs, or the store's maximum if that is shorter.
-func (e *env) longTTL(s lease.Store) time.Duration {
+func (e *env) longTTL(s driver.Store) time.Duration {
 	d := 20 * e.ttl
-	if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
-		d = min(d, l.Limits().MaxTTL)
+	if m := s.Caps().MaxTTL; m > 0 {
+		d = min(d, m)
 	}
 	return d
 }
@@ -175,15 +176,15 @@ func (e *env) longTTL(s lease.Store) time.Duration {
 // heartbeatTTL is a TTL for tests of the heartbeat keeping leases: at least
 // 2s, whose renewals may run a second late without losing (the subtest's
 // TTL if longer, the store's maximum if shorter).
-func (e *env) heartbeatTTL(s lease.Store) time.Duration {
+func (e *env) heartbeatTTL(s driver.Store) time.Duration {
 	d := max(e.ttl, 2*time.Second)
-	if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
-		d = min(d, l.Limits().MaxTTL)
+	if m := s.Caps().MaxTTL; m > 0 {
+		d = min(d, m)
 	}
 	return d
 }
 
-func (e *env) store() lease.Store {
+func (e *env) store() driver.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t, e.ns)
 	if s == nil {
@@ -217,7 +218,7 @@ func (e *env) faulty() *FaultyStore {
 
 // client returns a lease.Client over s with the subtest's TTL, closed at
 // cleanup before s. Options override the defaults.
-func (e *env) client(s lease.Store, opts ...lease.Option) *lease.Client {
+func (e *env) client(s driver.Store, opts ...lease.Option) *lease.Client {
 	e.t.Helper()
 	opts = append([]lease.Option{lease.WithTTL(e.ttl), lease.WithHolder("leasetest-" + randHex(4))}, opts...)
 	c, err := lease.New(s, opts...)
@@ -257,9 +258,9 @@ func (e *env) expiryWait() time.Duration { return e.ttl + e.ttl/2 + 50*time.Mill
 
 // storeAcquire acquires key for a new token at the store level and fails the
 // test on error.
-func (e *env) storeAcquire(s lease.Store, key, holder string, ttl time.Duration) (lease.Request, lease.Grant) {
+func (e *env) storeAcquire(s driver.Store, key, holder string, ttl time.Duration) (driver.Request, driver.Grant) {
 	e.t.Helper()
-	r := lease.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
+	r := driver.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
 	g, err := s.Acquire(e.ctx, r)
 	if err != nil {
 		e.t.Fatalf("store Acquire(%q): %v", key, err)
@@ -271,7 +272,7 @@ func (e *env) storeAcquire(s lease.Store, key, holder string, ttl time.Duration)
 }
 
 // inspect returns the store's Info for key and fails the test on error.
-func (e *env) inspect(s lease.Store, key string) lease.Info {
+func (e *env) inspect(s driver.Store, key string) driver.Info {
 	e.t.Helper()
 	info, err := s.Inspect(e.ctx, key)
 	if err != nil {

@@ -28,8 +28,8 @@ func testCancelStorm(e *env) {
 	cs := make([]*lease.Client, clients)
 	for i := range cs {
 		s := e.store()
-		if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
-			ttl = min(ttl, l.Limits().MaxTTL)
+		if m := s.Caps().MaxTTL; m > 0 {
+			ttl = min(ttl, m)
 		}
 		cs[i] = e.client(s, lease.WithTTL(ttl))
 	}

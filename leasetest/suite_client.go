@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 var tokenRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -60,8 +61,8 @@ func testRace(e *env) {
 	// suite's TTL, and a lease that expired mid-race may be won again
 	// legitimately; exclusion is what is tested here.
 	ttl := 20 * e.ttl
-	if l, ok := e.store().(lease.Limiter); ok && l.Limits().MaxTTL > 0 {
-		ttl = min(ttl, l.Limits().MaxTTL)
+	if m := e.store().Caps().MaxTTL; m > 0 {
+		ttl = min(ttl, m)
 	}
 	start := make(chan struct{})
 	type result struct {
@@ -276,10 +277,8 @@ func testInvalidInput(e *env) {
 	}
 	c := e.client(s)
 	maxLen := lease.MaxKeyLen
-	if lim, ok := s.(lease.Limiter); ok {
-		if m := lim.Limits().MaxKeyLen; m > 0 && m < maxLen {
-			maxLen = m
-		}
+	if m := s.Caps().MaxKeyLen; m > 0 && m < maxLen {
+		maxLen = m
 	}
 	longest := strings.Repeat("k", maxLen)
 	if prefix := e.key("long") + "-"; len(prefix) < maxLen {
@@ -318,38 +317,14 @@ func testInvalidInput(e *env) {
 	if err := l.Release(e.ctx); err != nil {
 		e.t.Errorf("Release of the longest key: %v", err)
 	}
-	storeHolderLimit(e, s)
-}
-
-// storeHolderLimit: the store itself, called without a Client, refuses a
-// holder over lease.MaxHolderLen (a 2 MB one once made a file-store key
-// unusable), leaves the key free, and keeps a holder of exactly that length.
-func storeHolderLimit(e *env, s lease.Store) {
-	key := e.key("store-holder")
-	huge := lease.Request{Key: key, Token: token(), Holder: strings.Repeat("h", 2<<20), TTL: e.ttl}
-	if g, err := s.Acquire(e.ctx, huge); !errors.Is(err, lease.ErrInvalid) {
-		e.t.Errorf("store Acquire with a 2 MB holder: %+v, %v; want ErrInvalid", g, err)
-		_ = s.Release(e.ctx, huge)
-	}
-	if info := e.inspect(s, key); info.Held {
-		e.t.Errorf("after the refused 2 MB holder, Inspect = %+v; want the key free", info)
-	}
-	longest := strings.Repeat("h", lease.MaxHolderLen)
-	r, _ := e.storeAcquire(s, key, longest, e.ttl)
-	if info := e.inspect(s, key); !info.Held || info.Holder != longest {
-		e.t.Errorf("holder of %d bytes: Inspect = held %v, holder of %d bytes; want held by it", len(longest), info.Held, len(info.Holder))
-	}
-	if err := s.Release(e.ctx, r); err != nil {
-		e.t.Errorf("Release of the longest holder's lease: %v", err)
-	}
 }
 
 // testBatchRenew: one client keeps 20 leases through several TTLs, in one
-// round trip per renewal when the store is a lease.BatchRenewer: the calls
+// round trip per renewal when the store is a driver.BatchRenewer: the calls
 // that reach the store are counted.
 func testBatchRenew(e *env) {
 	inner := e.store()
-	_, batch := inner.(lease.BatchRenewer)
+	_, batch := inner.(driver.BatchRenewer)
 	s := Faulty(inner)
 	// A TTL whose renewals tolerate a second of scheduling delay: this test
 	// is about 20 leases renewed together, not about a busy machine.
@@ -376,12 +351,12 @@ func testBatchRenew(e *env) {
 		e.t.Errorf("%d renewals of %d leases in 2 TTLs, want at least one each", renewals, len(ls))
 	}
 	if !batch {
-		e.t.Skipf("lacks capability lease.BatchRenewer: leases are renewed one by one")
+		e.t.Skipf("lacks capability driver.BatchRenewer: leases are renewed one by one")
 	}
 	// Leases acquired together are renewed together: on average at least
 	// four per call (20 per call when nothing is late).
 	if calls*4 > renewals {
-		e.t.Errorf("%d renewals in %d calls: the store is a lease.BatchRenewer, want several leases per call", renewals, calls)
+		e.t.Errorf("%d renewals in %d calls: the store is a driver.BatchRenewer, want several leases per call", renewals, calls)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/election"
 )
 
@@ -210,7 +211,7 @@ func testElectionBasics(e *env) {
 	if err := e1.Resign(e.ctx); !errors.Is(err, election.ErrNotLeader) {
 		e.t.Errorf("second Resign: %v, want ErrNotLeader", err)
 	}
-	_, notifier := e.store().(lease.Notifier)
+	_, notifier := e.store().(driver.Notifier)
 	bound := e.ttl + e.ttl + time.Second
 	if notifier {
 		bound = e.ttl

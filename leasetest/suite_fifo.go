@@ -1,4 +1,4 @@
-// Conformance: FIFO hand-off for stores that queue waiters (lease.Queuer).
+// Conformance: FIFO hand-off for stores that queue waiters (Caps.FIFO).
 
 package leasetest
 
@@ -9,28 +9,27 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// queuer returns s as a lease.Queuer that queues waiters, or logs and returns
-// false: the FIFO subtests then have nothing to check on this store.
-func (e *env) queuer(s lease.Store) bool {
+// queuer skips the subtest unless s keeps a queue of waiters (Caps.FIFO).
+func (e *env) queuer(s driver.Store) bool {
 	e.t.Helper()
-	if q, ok := s.(lease.Queuer); ok && q.QueuesWaiters() {
-		return true
+	if !s.Caps().FIFO {
+		e.t.Skipf("lacks capability Caps.FIFO: %T does not queue waiters, FIFO hand-off is not promised", s)
 	}
-	e.t.Skipf("lacks capability lease.Queuer: %T does not queue waiters, FIFO hand-off is not promised", s)
-	return false
+	return true
 }
 
 // queue asks s to acquire r with Request.Queue and checks that it is refused
 // with ahead waiters queued before it (Queued).
-func (e *env) queue(s lease.Store, r lease.Request, ahead int) {
+func (e *env) queue(s driver.Store, r driver.Request, ahead int) {
 	e.t.Helper()
 	Queued(e.t, e.ctx, s, r, ahead)
 }
 
 // grant acquires r (with Request.Queue) and fails unless it is granted.
-func (e *env) grant(s lease.Store, r lease.Request) lease.Grant {
+func (e *env) grant(s driver.Store, r driver.Request) driver.Grant {
 	e.t.Helper()
 	r.Queue = true
 	g, err := s.Acquire(e.ctx, r)
@@ -40,8 +39,8 @@ func (e *env) grant(s lease.Store, r lease.Request) lease.Grant {
 	return g
 }
 
-func (e *env) request(key, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
+func (e *env) request(key, holder string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
 }
 
 // testFIFOOrder: waiters get a freed key in arrival order; neither the
@@ -97,7 +96,7 @@ func testFIFOWaiterExpires(e *env) {
 	}
 	long := 6 * e.ttl
 	var key string
-	var a, dead, c lease.Request
+	var a, dead, c driver.Request
 	for round := 1; ; round++ {
 		key = e.key("fifo-expiry")
 		a, _ = e.storeAcquire(s, key, "A", long)
@@ -169,7 +168,7 @@ func RunFIFO(t *testing.T, h Harness) {
 
 // waitQueued waits until key has at least n live waiters queued, as a
 // non-queued probe sees them (HeldError.Queued).
-func (e *env) waitQueued(s lease.Store, key string, n int) {
+func (e *env) waitQueued(s driver.Store, key string, n int) {
 	e.t.Helper()
 	deadline := time.Now().Add(10*e.ttl + 5*time.Second)
 	for {

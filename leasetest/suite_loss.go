@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // wantLost checks that l is lost (Err matches ErrLost, Context cancelled)
@@ -45,7 +46,7 @@ func testLossNotHeld(e *env) {
 	key := e.key("notheld")
 	l := e.tryAcquire(c1, key)
 	// Take the lease away behind the client's back, as an expiry or takeover would.
-	if err := direct.Release(e.ctx, lease.Request{Key: key, Token: l.Token()}); err != nil {
+	if err := direct.Release(e.ctx, driver.Request{Key: key, Token: l.Token()}); err != nil {
 		e.t.Fatalf("releasing the client's token directly in the store: %v", err)
 	}
 	renew := e.ttl / 3 // the default renew interval

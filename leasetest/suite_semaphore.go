@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // testSemaphoreLimit: goroutines of several clients race for a semaphore of
@@ -148,7 +149,7 @@ func testSemaphoreWake(e *env) {
 	if err := l2.Release(e.ctx); err != nil {
 		e.t.Fatalf("Release: %v", err)
 	}
-	_, notifier := e.store().(lease.Notifier)
+	_, notifier := e.store().(driver.Notifier)
 	bound := 4*e.ttl + e.ttl + time.Second
 	if notifier {
 		bound = e.ttl

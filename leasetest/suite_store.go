@@ -1,4 +1,4 @@
-// Store-level subtests of the conformance suite: the lease.Store contract
+// Store-level subtests of the conformance suite: the driver.Store contract
 // (renewal, expiry, foreign tokens, idempotent acquire) without a Client.
 
 package leasetest
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // testStoreRenewExtends: Renew pushes the expiry to TTL from the renewal.
@@ -40,7 +41,7 @@ func testStoreRenewExtends(e *env) {
 		// Past the original expiry (TTL after the acquire), before the renewed one.
 		e.sleep(time.Until(start.Add(e.ttl + e.ttl/5)))
 		info = e.inspect(other, key)
-		_, err := other.Acquire(e.ctx, lease.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl})
+		_, err := other.Acquire(e.ctx, driver.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl})
 		if late || time.Since(renewed) > e.ttl*9/10 {
 			if round < 5 {
 				e.t.Logf("round %d: the checks ran %v after the renewal, too late to judge: again", round, time.Since(renewed))
@@ -97,10 +98,10 @@ func testForeignRelease(e *env) {
 	sa, sb := e.store(), e.store()
 	key := e.key("foreign")
 	ra, ga := e.storeAcquire(sa, key, "a", 4*e.ttl)
-	foreign := lease.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl}
+	foreign := driver.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl}
 	e.wantNotHeld(sb.Release(e.ctx, foreign), "Release with a foreign token")
 	e.wantNotHeld(sb.Renew(e.ctx, foreign), "Renew with a foreign token")
-	never := lease.Request{Key: e.key("never-held"), Token: token(), Holder: "b", TTL: e.ttl}
+	never := driver.Request{Key: e.key("never-held"), Token: token(), Holder: "b", TTL: e.ttl}
 	e.wantNotHeld(sb.Release(e.ctx, never), "Release of a key nobody holds")
 	e.wantNotHeld(sb.Renew(e.ctx, never), "Renew of a key nobody holds")
 	info := e.inspect(sb, key)
@@ -120,7 +121,7 @@ func testExpiryFrees(e *env) {
 	sa, sb := e.store(), e.store()
 	key := e.key("expiry")
 	_, ga := e.storeAcquire(sa, key, "a", e.ttl)
-	rb := lease.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl}
+	rb := driver.Request{Key: key, Token: token(), Holder: "b", TTL: e.ttl}
 	_, err := sb.Acquire(e.ctx, rb)
 	e.wantHeld(err, key, "a", ga.Fence)
 	var he *lease.HeldError

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // acquired is the outcome of an Acquire run in the background.
@@ -61,7 +62,7 @@ func testWaitAcquire(e *env) {
 	if err := la.Release(e.ctx); err != nil {
 		e.t.Fatalf("Release: %v", err)
 	}
-	_, notifier := sb.(lease.Notifier)
+	_, notifier := sb.(driver.Notifier)
 	bound := 4*e.ttl + e.ttl + time.Second // the holder's TTL, then a margin
 	if notifier {
 		bound = e.ttl

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // AwaitFree polls s.Inspect(key) every poll until the key is not held and
 // returns how long that took; the test fails if it is still held after
 // within, or if Inspect fails.
-func AwaitFree(t testing.TB, ctx context.Context, s lease.Store, key string, within, poll time.Duration) time.Duration {
+func AwaitFree(t testing.TB, ctx context.Context, s driver.Store, key string, within, poll time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

@@ -1,4 +1,5 @@
-// Package leaseurl opens a [lease.Store] from a URL, so that programs and the
+// Package leaseurl opens a store (a [github.com/leasekit/lease/driver.Store])
+// from a URL, so that programs and the
 // lease command can pick a backend by configuration:
 //
 //	store, err := leaseurl.Open(ctx, os.Getenv("LEASE_STORE"))
@@ -29,8 +30,8 @@
 // N replicas after every write.
 //
 // Every scheme takes max_waiters=N: the cap of each key's queue of waiters
-// (the store's WithMaxWaiters, default [lease.DefaultMaxWaiters]; 1 to
-// [lease.MaxMaxWaiters], and at most filelease.MaxWaiters for file URLs).
+// (the store's WithMaxWaiters, default driver.DefaultMaxWaiters; 1 to
+// driver.MaxMaxWaiters, and at most filelease.MaxWaiters for file URLs).
 // A waiter beyond it gets an error matching [lease.ErrQueueFull] at once.
 //
 // The options after '?' that belong to leasekit (prefix, mode, table,

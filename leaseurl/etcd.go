@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 )
 
@@ -27,7 +28,7 @@ const etcdDialTimeout = 5 * time.Second
 // openEtcd connects to etcd://[user:pass@]host:port,host:port[/prefix/]. The
 // path, when not empty, is the key prefix (default etcdlease.DefaultPrefix);
 // etcds:// dials with TLS and the system's roots.
-func openEtcd(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openEtcd(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	eps := hostList(u.Host, "2379")
 	if len(eps) == 0 {
 		return nil, nil, lease.Invalid("store", "etcd URL has no host:port")

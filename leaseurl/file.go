@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 )
 
@@ -17,7 +18,7 @@ func init() { Register("file", openFile) }
 
 // openFile opens file:///abs/dir (or file:relative/dir); an empty path means
 // DefaultFileDir. filelease creates the directory if it is missing.
-func openFile(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openFile(_ context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, nil, lease.Invalid("store", "file URL with host %q: write file:///absolute/dir or file:relative/dir", u.Host)
 	}

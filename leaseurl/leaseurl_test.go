@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/leaseurl"
@@ -156,8 +157,8 @@ func shareKeys(t *testing.T, url string) {
 	key := fmt.Sprintf("leaseurl-test-%d", time.Now().UnixNano())
 	// A long TTL so a busy host's heartbeat keeps it, within the store's limit.
 	ttl := 30 * time.Second
-	if l, ok := a.(lease.Limiter); ok && l.Limits().MaxTTL > 0 && l.Limits().MaxTTL < ttl {
-		ttl = l.Limits().MaxTTL
+	if m := a.Caps().MaxTTL; m > 0 && m < ttl {
+		ttl = m
 	}
 	ca, err := lease.New(a, lease.WithTTL(ttl), lease.WithHolder("a"))
 	if err != nil {
@@ -216,14 +217,11 @@ func TestRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The wrapper keeps the optional interfaces of redislease.
-	if _, ok := s.(lease.BatchRenewer); !ok {
+	if _, ok := s.(driver.BatchRenewer); !ok {
 		t.Error("not a BatchRenewer")
 	}
-	if _, ok := s.(lease.Notifier); !ok {
+	if _, ok := s.(driver.Notifier); !ok {
 		t.Error("not a Notifier")
-	}
-	if _, ok := s.(lease.Limiter); !ok {
-		t.Error("not a Limiter")
 	}
 	if _, err := s.Inspect(context.Background(), "k"); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -26,7 +27,7 @@ var (
 //
 // max_waiters sets the cap of each key's queue when the first Open of a name
 // creates its store; a later Open of that name with another value fails.
-func openMem(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openMem(_ context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	maxw, setMax, err := o.maxWaiters()
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +44,7 @@ func openMem(_ context.Context, u *url.URL, o *Options) (lease.Store, func() err
 	root, ok := memStores[name]
 	if !ok {
 		if !setMax {
-			maxw = lease.DefaultMaxWaiters
+			maxw = driver.DefaultMaxWaiters
 		}
 		root = memlease.New(memlease.WithMaxWaiters(maxw))
 		memStores[name] = root

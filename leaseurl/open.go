@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // ErrUnsupported matches the error Open returns for a scheme it does not know
@@ -22,7 +23,7 @@ var ErrUnsupported = errors.New("leaseurl: unsupported store URL scheme")
 // Opener makes a store from a parsed URL. The returned closer, if not nil,
 // is called after the store's own Close, to close the backend client the
 // opener created. Options are those given to Open.
-type Opener func(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() error, error)
+type Opener func(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() error, error)
 
 var (
 	mu      sync.RWMutex
@@ -101,7 +102,7 @@ func WithDefault(name, value string) Option {
 // Open returns the store rawURL names. The store's Close also closes the
 // backend client (Redis client, PostgreSQL pool, ...) Open created. Errors
 // never contain the URL's password.
-func Open(ctx context.Context, rawURL string, opts ...Option) (lease.Store, error) {
+func Open(ctx context.Context, rawURL string, opts ...Option) (driver.Store, error) {
 	var cfg openConfig
 	for _, o := range opts {
 		if o != nil {
@@ -115,7 +116,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (lease.Store, erro
 	return s, nil
 }
 
-func open(ctx context.Context, rawURL string, cfg openConfig) (lease.Store, error) {
+func open(ctx context.Context, rawURL string, cfg openConfig) (driver.Store, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, fmt.Errorf("leaseurl: %w", lease.Invalid("store", "empty URL"))
 	}
@@ -171,7 +172,7 @@ var leasekitParams = []string{"prefix", "mode", "table", "namespace", "migrate",
 // maxWaiters takes the max_waiters option, every scheme's: the cap of each
 // key's queue of waiters (the store's WithMaxWaiters). ok is false when the
 // URL does not set it; a value that is not an integer in
-// 1..lease.MaxMaxWaiters is an error matching lease.ErrInvalid.
+// 1..driver.MaxMaxWaiters is an error matching lease.ErrInvalid.
 func (o *Options) maxWaiters() (n int, ok bool, err error) {
 	v, ok := o.Take("max_waiters")
 	if !ok {
@@ -181,8 +182,8 @@ func (o *Options) maxWaiters() (n int, ok bool, err error) {
 	if err != nil {
 		return 0, false, lease.Invalid("max_waiters", "%q is not an integer", v)
 	}
-	if err := lease.CheckMaxWaiters(n); err != nil {
-		return 0, false, err
+	if n < 1 || n > driver.MaxMaxWaiters {
+		return 0, false, lease.Invalid("max_waiters", "%d is not between 1 and %d", n, driver.MaxMaxWaiters)
 	}
 	return n, true, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/pglease"
 )
 
@@ -29,7 +30,7 @@ func init() {
 // false it checks that the tables exist). Without an sslmode, a host that is
 // not loopback gets sslmode=verify-full (pgConfig). It connects once, so
 // that an unreachable server fails Open.
-func openPostgres(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openPostgres(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	var opts []pglease.Option
 	if m, ok := o.Take("mode"); ok {
 		switch m {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/leaseurl"
@@ -75,7 +76,7 @@ func withMax(url string, n int) string {
 	return fmt.Sprintf("%s%smax_waiters=%d", url, sep, n)
 }
 
-func openStore(t *testing.T, ctx context.Context, url string) lease.Store {
+func openStore(t *testing.T, ctx context.Context, url string) driver.Store {
 	t.Helper()
 	s, err := leaseurl.Open(ctx, url)
 	if err != nil {
@@ -87,10 +88,10 @@ func openStore(t *testing.T, ctx context.Context, url string) lease.Store {
 
 // capTTL is the TTL of the cap tests: long enough for a loaded host, within
 // the store's limit (ZooKeeper's session timeout).
-func capTTL(s lease.Store) time.Duration {
+func capTTL(s driver.Store) time.Duration {
 	ttl := 10 * time.Second
-	if l, ok := s.(lease.Limiter); ok && l.Limits().MaxTTL > 0 && l.Limits().MaxTTL < ttl {
-		ttl = l.Limits().MaxTTL
+	if m := s.Caps().MaxTTL; m > 0 && m < ttl {
+		ttl = m
 	}
 	return ttl
 }
@@ -105,9 +106,9 @@ func newToken(t *testing.T) string {
 
 // queuedOn returns how many live waiters s reports queued on key: an
 // unqueued Acquire of a new token is refused with all of them ahead.
-func queuedOn(t *testing.T, ctx context.Context, s lease.Store, key string) int {
+func queuedOn(t *testing.T, ctx context.Context, s driver.Store, key string) int {
 	t.Helper()
-	_, err := s.Acquire(ctx, lease.Request{Key: key, Token: newToken(t), Holder: "probe", TTL: capTTL(s)})
+	_, err := s.Acquire(ctx, driver.Request{Key: key, Token: newToken(t), Holder: "probe", TTL: capTTL(s)})
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		t.Fatalf("probe of %q: %v, want a HeldError", key, err)
@@ -119,7 +120,7 @@ func queuedOn(t *testing.T, ctx context.Context, s lease.Store, key string) int 
 // it counts the nodes of the root's only key instead of probing: a probe's
 // node, however brief, sits in the queue and may get a newcomer refused as
 // beyond the cap (documented in docs/stores.md).
-func waitQueued(t *testing.T, ctx context.Context, s lease.Store, key string, n int) {
+func waitQueued(t *testing.T, ctx context.Context, s driver.Store, key string, n int) {
 	t.Helper()
 	for {
 		if zs, ok := leaseurl.Unwrap(s).(*zklease.Store); ok {
@@ -229,25 +230,25 @@ func TestQueueCapRace(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			url := withMax(cs.url(t), capN)
-			var ss []lease.Store
+			var ss []driver.Store
 			for range stores {
 				ss = append(ss, openStore(t, ctx, url))
 			}
 			ttl := capTTL(ss[0])
 			key := "queue-cap-race"
-			if _, err := ss[0].Acquire(ctx, lease.Request{Key: key, Token: newToken(t), Holder: "holder", TTL: ttl}); err != nil {
+			if _, err := ss[0].Acquire(ctx, driver.Request{Key: key, Token: newToken(t), Holder: "holder", TTL: ttl}); err != nil {
 				t.Fatal(err)
 			}
 			var (
 				mu           sync.Mutex
 				queued, full int
-				tokens       []lease.Request
+				tokens       []driver.Request
 				wg           sync.WaitGroup
 			)
 			startGate := make(chan struct{})
 			for i := range stores * perStore {
 				s := ss[i%stores]
-				r := lease.Request{Key: key, Token: newToken(t), Holder: fmt.Sprint("w", i), TTL: ttl, Queue: true}
+				r := driver.Request{Key: key, Token: newToken(t), Holder: fmt.Sprint("w", i), TTL: ttl, Queue: true}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -292,7 +293,7 @@ func TestQueueCapRace(t *testing.T) {
 }
 
 // TestMaxWaitersInvalid: max_waiters must be an integer in
-// 1..lease.MaxMaxWaiters (at most filelease.MaxWaiters for file URLs); Open
+// 1..driver.MaxMaxWaiters (at most filelease.MaxWaiters for file URLs); Open
 // refuses others with ErrInvalid before connecting.
 func TestMaxWaitersInvalid(t *testing.T) {
 	ctx := context.Background()
@@ -324,7 +325,7 @@ func TestMaxWaitersInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	for _, n := range []int{0, -1, lease.MaxMaxWaiters + 1} {
+	for _, n := range []int{0, -1, driver.MaxMaxWaiters + 1} {
 		if _, err := redislease.New(rdb, redislease.WithMaxWaiters(n)); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("redislease.WithMaxWaiters(%d): %v, want ErrInvalid", n, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/redislease"
 )
 
@@ -21,7 +22,7 @@ func init() {
 // openRedis parses the URL with go-redis's ParseURL (so every go-redis URL
 // option works) after taking leasekit's options (prefix, replica_ack,
 // replica_ack_timeout) out of it.
-func openRedis(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openRedis(_ context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	opts, err := redisStoreOptions(o)
 	if err != nil {
 		return nil, nil, err

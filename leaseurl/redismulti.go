@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/redislease"
 )
 
@@ -95,7 +96,7 @@ func goRedisURL(u *url.URL, hosts []string, user *url.Userinfo, path string, q u
 // the cluster). Options are those of redis.ParseClusterURL (dial_timeout,
 // read_timeout, max_redirects, ...) besides leasekit's. A cluster has no
 // database number, so the path must be empty.
-func openRedisCluster(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openRedisCluster(_ context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	opts, err := redisStoreOptions(o)
 	if err != nil {
 		return nil, nil, err
@@ -128,7 +129,7 @@ func openRedisCluster(_ context.Context, u *url.URL, o *Options) (lease.Store, f
 // the Redis servers; sentinel_username and sentinel_password give the
 // sentinels' own, if they require one. db may also be given as db=N; other
 // options are those of redis.ParseFailoverURL.
-func openRedisSentinel(_ context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openRedisSentinel(_ context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	opts, err := redisStoreOptions(o)
 	if err != nil {
 		return nil, nil, err

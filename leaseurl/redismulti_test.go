@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/redislease"
@@ -109,7 +110,7 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sa.Close()
-	_, err = sa.Acquire(ctx, lease.Request{Key: "k", Token: "t0123456789", Holder: "h", TTL: time.Second})
+	_, err = sa.Acquire(ctx, driver.Request{Key: "k", Token: "t0123456789", Holder: "h", TTL: time.Second})
 	if !errors.Is(err, redislease.ErrReplicaAck) {
 		t.Errorf("Acquire with replica_ack=1 and no replica = %v, want ErrReplicaAck", err)
 	}
@@ -148,7 +149,7 @@ func TestRedisSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	if _, err := s1.Acquire(ctx, lease.Request{Key: "db1", Token: "t0123456789", Holder: "h", TTL: time.Minute}); err != nil {
+	if _, err := s1.Acquire(ctx, driver.Request{Key: "db1", Token: "t0123456789", Holder: "h", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Do(ctx, "select", 1).Err(); n != nil {

@@ -1,6 +1,5 @@
 // The store wrapper whose Close also closes the backend client, answering the
-// optional interfaces (BatchRenewer, Notifier, Limiter, Queuer) from the store
-// it wraps.
+// optional interfaces (BatchRenewer, Notifier) from the store it wraps.
 
 package leaseurl
 
@@ -11,11 +10,12 @@ import (
 	"sync"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // owned is a store plus the backend client Open created for it.
 type owned struct {
-	lease.Store
+	driver.Store
 	closer func() error
 	once   sync.Once
 	err    error
@@ -29,9 +29,9 @@ func (o *owned) Close() error {
 
 // Unwrap returns the store Open made (a *redislease.Store, *pglease.Store,
 // ...), for its store-specific methods.
-func (o *owned) Unwrap() lease.Store { return o.Store }
+func (o *owned) Unwrap() driver.Store { return o.Store }
 
-func closeBoth(s lease.Store, closer func() error) error {
+func closeBoth(s driver.Store, closer func() error) error {
 	err := s.Close()
 	if closer != nil {
 		err = errors.Join(err, closer())
@@ -41,31 +41,29 @@ func closeBoth(s lease.Store, closer func() error) error {
 
 // Unwrap returns the backend store inside a store returned by Open (for
 // example a *redislease.Store), or s itself.
-func Unwrap(s lease.Store) lease.Store {
-	if u, ok := s.(interface{ Unwrap() lease.Store }); ok {
+func Unwrap(s driver.Store) driver.Store {
+	if u, ok := s.(interface{ Unwrap() driver.Store }); ok {
 		return u.Unwrap()
 	}
 	return s
 }
 
 // wrap returns a store that behaves as s and whose Close also calls closer.
-func wrap(s lease.Store, closer func() error) lease.Store {
+func wrap(s driver.Store, closer func() error) driver.Store {
 	return &owned{Store: s, closer: closer}
 }
 
 // The optional interfaces: an owned store offers each of them and answers
 // from the store it wraps, so the Client sees the same capabilities.
 var (
-	_ lease.BatchRenewer = (*owned)(nil)
-	_ lease.Notifier     = (*owned)(nil)
-	_ lease.Limiter      = (*owned)(nil)
-	_ lease.Queuer       = (*owned)(nil)
+	_ driver.BatchRenewer = (*owned)(nil)
+	_ driver.Notifier     = (*owned)(nil)
 )
 
 // RenewMany uses the wrapped store's RenewMany, or renews one by one for a
 // store without it (every store Open makes has one).
-func (o *owned) RenewMany(ctx context.Context, rs []lease.Request) []error {
-	if b, ok := o.Store.(lease.BatchRenewer); ok {
+func (o *owned) RenewMany(ctx context.Context, rs []driver.Request) []error {
+	if b, ok := o.Store.(driver.BatchRenewer); ok {
 		return b.RenewMany(ctx, rs)
 	}
 	errs := make([]error, len(rs))
@@ -77,23 +75,9 @@ func (o *owned) RenewMany(ctx context.Context, rs []lease.Request) []error {
 
 // Subscribe uses the wrapped store's Subscribe; without one the Client's
 // waiters sleep until the holder's TTL runs out.
-func (o *owned) Subscribe(ctx context.Context) (lease.Subscription, error) {
-	if n, ok := o.Store.(lease.Notifier); ok {
+func (o *owned) Subscribe(ctx context.Context) (driver.Subscription, error) {
+	if n, ok := o.Store.(driver.Notifier); ok {
 		return n.Subscribe(ctx)
 	}
 	return nil, fmt.Errorf("leaseurl: the store announces no releases: %w", errors.ErrUnsupported)
-}
-
-// Limits returns the wrapped store's limits, if it has any.
-func (o *owned) Limits() lease.Limits {
-	if l, ok := o.Store.(lease.Limiter); ok {
-		return l.Limits()
-	}
-	return lease.Limits{}
-}
-
-// QueuesWaiters reports whether the wrapped store queues waiters.
-func (o *owned) QueuesWaiters() bool {
-	q, ok := o.Store.(lease.Queuer)
-	return ok && q.QueuesWaiters()
 }

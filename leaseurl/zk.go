@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/zklease"
 )
 
@@ -24,7 +25,7 @@ const DefaultZKSessionTimeout = 10 * time.Second
 // creates its nodes with the creator ACL (that identity only) and refuses a
 // root open to anyone (zklease.ErrOpenRoot); without them, every node is
 // open to anyone (world:anyone).
-func openZK(ctx context.Context, u *url.URL, o *Options) (lease.Store, func() error, error) {
+func openZK(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() error, error) {
 	servers := hostList(u.Host, "2181")
 	if len(servers) == 0 {
 		return nil, nil, lease.Invalid("store", "zk URL has no host:port")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -15,7 +16,7 @@ import (
 // rejects what the store would, before any round trip.
 func TestClientHonoursLimits(t *testing.T) {
 	ctx := context.Background()
-	s := memlease.New(memlease.WithLimits(lease.Limits{MinTTL: 100 * time.Millisecond, MaxTTL: time.Minute, MaxKeyLen: 16}))
+	s := memlease.New(memlease.WithLimits(driver.Caps{MinTTL: 100 * time.Millisecond, MaxTTL: time.Minute, MaxKeyLen: 16}))
 	defer s.Close()
 	c, err := lease.New(s, lease.WithTTL(time.Second))
 	if err != nil {

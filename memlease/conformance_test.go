@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
@@ -12,10 +12,10 @@ import (
 // namespaces returns a NewStore for leasetest.Harness: one Store per
 // namespace, a new handle per call; wrap turns a handle into the store under
 // test.
-func namespaces(wrap func(*memlease.Store) lease.Store) func(testing.TB, string) lease.Store {
+func namespaces(wrap func(*memlease.Store) driver.Store) func(testing.TB, string) driver.Store {
 	var mu sync.Mutex
 	roots := make(map[string]*memlease.Store)
-	return func(_ testing.TB, ns string) lease.Store {
+	return func(_ testing.TB, ns string) driver.Store {
 		mu.Lock()
 		defer mu.Unlock()
 		root, ok := roots[ns]
@@ -29,7 +29,7 @@ func namespaces(wrap func(*memlease.Store) lease.Store) func(testing.TB, string)
 
 func TestConformance(t *testing.T) {
 	leasetest.Run(t, leasetest.Harness{
-		NewStore: namespaces(func(s *memlease.Store) lease.Store { return s }),
+		NewStore: namespaces(func(s *memlease.Store) driver.Store { return s }),
 	})
 }
 

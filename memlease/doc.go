@@ -1,10 +1,10 @@
-// Package memlease is an in-memory [lease.Store]: for tests, examples and
+// Package memlease is an in-memory [driver.Store]: for tests, examples and
 // leases shared by the goroutines of one process.
 //
 // A [Store] keeps every key in a map guarded by a mutex, so each operation is
 // atomic, and judges expiry by its clock ([WithClock]; by default the system
-// clock). It implements [lease.Store] and the optional [lease.BatchRenewer],
-// [lease.Notifier], [lease.Limiter] and [lease.Queuer]; [Plain] hides the
+// clock). It implements [driver.Store] and the optional [driver.BatchRenewer],
+// [driver.Notifier], [lease.Limiter] and [lease.Queuer]; [Plain] hides the
 // optional ones, so the Client's fallback paths can be exercised too.
 //
 // Like a remote backend shared by several processes, the keys of a Store can
@@ -15,5 +15,5 @@
 // Fences are kept per key for the life of the Store and never reused, so they
 // strictly increase across holders, releases and expiries. A key's queue of
 // waiters holds at most [WithMaxWaiters] of them (default
-// lease.DefaultMaxWaiters), exactly.
+// driver.DefaultMaxWaiters), exactly.
 package memlease

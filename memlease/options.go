@@ -2,14 +2,17 @@
 
 package memlease
 
-import "github.com/leasekit/lease"
+import (
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+)
 
 // Option configures a Store made by [New].
 type Option func(*config)
 
 type config struct {
 	clock      lease.Clock
-	limits     lease.Limits
+	limits     driver.Caps
 	maxWaiters int
 }
 
@@ -27,12 +30,12 @@ func WithClock(c lease.Clock) Option {
 // WithLimits makes the Store report l from Limits and reject requests outside
 // it with an error matching [lease.ErrInvalid] (default: no limits). It lets
 // tests exercise how the Client honours a [lease.Limiter].
-func WithLimits(l lease.Limits) Option {
+func WithLimits(l driver.Caps) Option {
 	return func(cfg *config) { cfg.limits = l }
 }
 
 // WithMaxWaiters caps each key's queue of live waiters at n (default
-// [lease.DefaultMaxWaiters]): a queued Acquire of a new token beyond it fails
+// [driver.DefaultMaxWaiters]): a queued Acquire of a new token beyond it fails
 // with a *[lease.QueueFullError]. The cap is exact. An n outside
 // [lease.CheckMaxWaiters]'s range makes every queued Acquire fail with an
 // error matching [lease.ErrInvalid] (New cannot return an error); check n

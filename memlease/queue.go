@@ -7,15 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/fifo"
 )
-
-var _ lease.Queuer = (*Store)(nil)
-
-// QueuesWaiters reports true: a Store hands freed keys to waiters in arrival
-// order (see lease.Queuer).
-func (s *Store) QueuesWaiters() bool { return true }
 
 // nanos is t in nanoseconds since the store's epoch (monotonic when the
 // clock's times carry a monotonic reading).
@@ -33,9 +26,6 @@ func (st *state) liveQueueLocked(key string, now time.Time) []fifo.Waiter {
 // *lease.QueueFullError. The queue holds only live waiters (Acquire called
 // liveQueueLocked); st.mu is held.
 func (st *state) enqueueLocked(key, token string, expires time.Time) error {
-	if err := lease.CheckMaxWaiters(st.maxWaiters); err != nil {
-		return fmt.Errorf("memlease: acquire %q: %w", key, err)
-	}
 	q, err := fifo.Enqueue(st.queues[key], key, token, st.nanos(expires), st.maxWaiters)
 	if err != nil {
 		return fmt.Errorf("memlease: acquire %q: %w", key, err)

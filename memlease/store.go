@@ -1,4 +1,4 @@
-// The Store type, its shared state and the lease.Store operations.
+// The Store type, its shared state and the driver.Store operations.
 
 package memlease
 
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/fifo"
 )
 
@@ -30,7 +31,7 @@ type entry struct {
 type state struct {
 	clock      lease.Clock
 	epoch      time.Time // the clock's time at New: queue expiries count from it
-	limits     lease.Limits
+	limits     driver.Caps
 	maxWaiters int // WithMaxWaiters
 
 	mu     sync.Mutex
@@ -40,8 +41,8 @@ type state struct {
 	subs   map[*subscription]struct{} // open subscriptions of every handle
 }
 
-// Store is an in-memory lease store. It implements [lease.Store],
-// [lease.BatchRenewer], [lease.Notifier], [lease.Limiter] and [lease.Queuer].
+// Store is an in-memory lease store. It implements [driver.Store],
+// [driver.BatchRenewer], [driver.Notifier], [lease.Limiter] and [lease.Queuer].
 // All methods are safe for concurrent use. It runs no goroutines.
 //
 // A Store is one handle over a set of keys; [Store.Handle] makes more handles
@@ -57,15 +58,14 @@ type Store struct {
 
 // Compile-time checks of the interfaces a Store implements.
 var (
-	_ lease.Store        = (*Store)(nil)
-	_ lease.BatchRenewer = (*Store)(nil)
-	_ lease.Notifier     = (*Store)(nil)
-	_ lease.Limiter      = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.BatchRenewer = (*Store)(nil)
+	_ driver.Notifier     = (*Store)(nil)
 )
 
 // New returns an empty Store: a first handle over a new set of keys.
 func New(opts ...Option) *Store {
-	cfg := config{clock: lease.SystemClock(), maxWaiters: lease.DefaultMaxWaiters}
+	cfg := config{clock: lease.SystemClock(), maxWaiters: driver.DefaultMaxWaiters}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -88,8 +88,13 @@ func New(opts ...Option) *Store {
 // handle too.
 func (s *Store) Handle() *Store { return &Store{st: s.st} }
 
-// Limits reports the limits set with [WithLimits].
-func (s *Store) Limits() lease.Limits { return s.st.limits }
+// Caps reports the limits set with [WithLimits], FIFO and the cap of
+// waiters.
+func (s *Store) Caps() driver.Caps {
+	c := s.st.limits
+	c.FIFO, c.MaxWaiters = true, s.st.maxWaiters
+	return c
+}
 
 // Acquire takes r.Key for r.Token for r.TTL if the key is free or its holder
 // expired and no live waiter is queued ahead of r.Token, with a fence one above
@@ -97,15 +102,12 @@ func (s *Store) Limits() lease.Limits { return s.st.limits }
 // refreshes the TTL and returns the same fence. Otherwise the error is a
 // *[lease.HeldError], and with r.Queue the token is queued (see
 // [lease.Queuer]).
-func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
+func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if err := s.check(ctx, "acquire"); err != nil {
-		return lease.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if err := s.st.validate(r, true); err != nil {
-		return lease.Grant{}, err
-	}
-	if err := lease.CheckHolder(r.Holder); err != nil {
-		return lease.Grant{}, err
+		return driver.Grant{}, err
 	}
 	st := s.st
 	st.mu.Lock()
@@ -117,34 +119,34 @@ func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, erro
 			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: fifo.Ahead(q, r.Token)}
 			if r.Queue {
 				if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
-					return lease.Grant{}, err
+					return driver.Grant{}, err
 				}
 			}
-			return lease.Grant{}, held
+			return driver.Grant{}, held
 		}
 		e.holder = r.Holder
 		e.expires = now.Add(r.TTL)
 		st.held[r.Key] = e
-		return lease.Grant{Fence: e.fence}, nil
+		return driver.Grant{Fence: e.fence}, nil
 	}
 	if ahead := fifo.Ahead(q, r.Token); ahead > 0 {
 		if r.Queue {
 			if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
-				return lease.Grant{}, err
+				return driver.Grant{}, err
 			}
 		}
-		return lease.Grant{}, &lease.HeldError{Key: r.Key, Queued: ahead}
+		return driver.Grant{}, &lease.HeldError{Key: r.Key, Queued: ahead}
 	}
 	st.dequeueLocked(r.Key, r.Token)
 	fence := st.fences[r.Key] + 1
 	st.fences[r.Key] = fence
 	st.held[r.Key] = entry{token: r.Token, holder: r.Holder, fence: fence, expires: now.Add(r.TTL)}
-	return lease.Grant{Fence: fence}, nil
+	return driver.Grant{Fence: fence}, nil
 }
 
 // Renew extends the lease to r.TTL from now if r.Token still holds r.Key;
 // otherwise the error matches [lease.ErrNotHeld].
-func (s *Store) Renew(ctx context.Context, r lease.Request) error {
+func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	if err := s.check(ctx, "renew"); err != nil {
 		return err
 	}
@@ -156,7 +158,7 @@ func (s *Store) Renew(ctx context.Context, r lease.Request) error {
 
 // RenewMany renews every request as Renew would, atomically, and returns one
 // error per request.
-func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
+func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
 	if err := s.check(ctx, "renew"); err != nil {
 		for i := range errs {
@@ -178,7 +180,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []lease.Request) []error {
 // every open subscription; otherwise the error matches [lease.ErrNotHeld]. It
 // also takes r.Token out of the key's queue of waiters, announcing the key if
 // it is free so that the next waiter looks again.
-func (s *Store) Release(ctx context.Context, r lease.Request) error {
+func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	if err := s.check(ctx, "release"); err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func (s *Store) Release(ctx context.Context, r lease.Request) error {
 // announceLocked tells every open subscription that key may be free, naming
 // the live waiter at the head of its queue, if any; st.mu is held.
 func (st *state) announceLocked(key string, now time.Time) {
-	a := lease.Announcement{Key: key}
+	a := driver.Announcement{Key: key}
 	if q := st.liveQueueLocked(key, now); len(q) > 0 {
 		a.Next = q[0].Token
 	}
@@ -216,21 +218,21 @@ func (st *state) announceLocked(key string, now time.Time) {
 
 // Inspect reports who holds key. For a free key Info.Held is false and
 // Info.Fence is the last fence granted for the key (0 if none).
-func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
+func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := s.check(ctx, "inspect"); err != nil {
-		return lease.Info{}, err
+		return driver.Info{}, err
 	}
 	if err := s.st.validateKey(key); err != nil {
-		return lease.Info{}, err
+		return driver.Info{}, err
 	}
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := st.clock.Now()
 	if e, ok := st.held[key]; ok && now.Before(e.expires) {
-		return lease.Info{Key: key, Held: true, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now)}, nil
+		return driver.Info{Key: key, Held: true, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now)}, nil
 	}
-	return lease.Info{Key: key, Fence: st.fences[key]}, nil
+	return driver.Info{Key: key, Fence: st.fences[key]}, nil
 }
 
 // Close closes this handle and the subscriptions opened through it. Other
@@ -261,7 +263,7 @@ func (s *Store) check(ctx context.Context, op string) error {
 }
 
 // renewLocked renews r at now; st.mu is held.
-func (st *state) renewLocked(r lease.Request, now time.Time) error {
+func (st *state) renewLocked(r driver.Request, now time.Time) error {
 	if err := st.validate(r, true); err != nil {
 		return err
 	}
@@ -275,7 +277,7 @@ func (st *state) renewLocked(r lease.Request, now time.Time) error {
 }
 
 // holdingLocked returns r.Key's entry if r.Token holds it at now; st.mu is held.
-func (st *state) holdingLocked(r lease.Request, now time.Time) (entry, error) {
+func (st *state) holdingLocked(r driver.Request, now time.Time) (entry, error) {
 	e, ok := st.held[r.Key]
 	switch {
 	case !ok:
@@ -289,7 +291,7 @@ func (st *state) holdingLocked(r lease.Request, now time.Time) (entry, error) {
 }
 
 // validate checks r against the store's limits; withTTL also checks r.TTL.
-func (st *state) validate(r lease.Request, withTTL bool) error {
+func (st *state) validate(r driver.Request, withTTL bool) error {
 	if err := st.validateKey(r.Key); err != nil {
 		return err
 	}

@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
 
 const tokA, tokB = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
-func req(key, token, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Key: key, Token: token, Holder: holder, TTL: ttl}
+func req(key, token, holder string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Token: token, Holder: holder, TTL: ttl}
 }
 
-func mustAcquire(t *testing.T, s lease.Store, r lease.Request) uint64 {
+func mustAcquire(t *testing.T, s driver.Store, r driver.Request) uint64 {
 	t.Helper()
 	g, err := s.Acquire(context.Background(), r)
 	if err != nil {
@@ -28,7 +29,7 @@ func mustAcquire(t *testing.T, s lease.Store, r lease.Request) uint64 {
 	return g.Fence
 }
 
-func inspect(t *testing.T, s lease.Store, key string) lease.Info {
+func inspect(t *testing.T, s driver.Store, key string) driver.Info {
 	t.Helper()
 	info, err := s.Inspect(context.Background(), key)
 	if err != nil {
@@ -54,12 +55,12 @@ func TestExpiryFollowsTheClock(t *testing.T) {
 	if *he != want {
 		t.Errorf("HeldError = %+v, want %+v", *he, want)
 	}
-	if info := inspect(t, s, "k"); info != (lease.Info{Key: "k", Held: true, Holder: "a", Fence: 1, Remaining: time.Millisecond}) {
+	if info := inspect(t, s, "k"); info != (driver.Info{Key: "k", Held: true, Holder: "a", Fence: 1, Remaining: time.Millisecond}) {
 		t.Errorf("Inspect before expiry = %+v", info)
 	}
 
 	clk.Advance(time.Millisecond) // exactly at the expiry: free
-	if info := inspect(t, s, "k"); info != (lease.Info{Key: "k", Fence: 1}) {
+	if info := inspect(t, s, "k"); info != (driver.Info{Key: "k", Fence: 1}) {
 		t.Errorf("Inspect at expiry = %+v, want free with the last fence 1", info)
 	}
 	if err := s.Renew(ctx, req("k", tokA, "a", time.Second)); !errors.Is(err, lease.ErrNotHeld) {
@@ -113,7 +114,7 @@ func TestFencesAreNeverReused(t *testing.T) {
 		if want%2 == 0 {
 			tok = tokB
 		}
-		var st lease.Store = s
+		var st driver.Store = s
 		if want%2 == 0 {
 			st = other
 		}
@@ -139,7 +140,7 @@ func TestRenewMany(t *testing.T) {
 	mustAcquire(t, s, req("a", tokA, "", time.Second))
 	mustAcquire(t, s, req("b", tokB, "", time.Second))
 	clk.Advance(500 * time.Millisecond)
-	errs := s.RenewMany(ctx, []lease.Request{
+	errs := s.RenewMany(ctx, []driver.Request{
 		req("a", tokA, "", time.Second),
 		req("b", tokA, "", time.Second), // b is tokB's
 		req("c", tokA, "", time.Second), // never held
@@ -157,7 +158,7 @@ func TestRenewMany(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	for i, err := range s.RenewMany(cancelled, []lease.Request{req("a", tokA, "", time.Second), req("b", tokB, "", time.Second)}) {
+	for i, err := range s.RenewMany(cancelled, []driver.Request{req("a", tokA, "", time.Second), req("b", tokB, "", time.Second)}) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("RenewMany with a cancelled ctx: errs[%d] = %v, want context.Canceled", i, err)
 		}
@@ -166,12 +167,12 @@ func TestRenewMany(t *testing.T) {
 
 func TestInvalidInputAndLimits(t *testing.T) {
 	ctx := context.Background()
-	lim := lease.Limits{MinTTL: 100 * time.Millisecond, MaxTTL: time.Minute, MaxKeyLen: 8}
+	lim := driver.Caps{MinTTL: 100 * time.Millisecond, MaxTTL: time.Minute, MaxKeyLen: 8}
 	s := memlease.New(memlease.WithLimits(lim))
-	if got := s.Limits(); got != lim {
-		t.Errorf("Limits() = %+v, want %+v", got, lim)
+	if got := s.Caps(); got.MinTTL != lim.MinTTL || got.MaxTTL != lim.MaxTTL || got.MaxKeyLen != lim.MaxKeyLen || !got.FIFO {
+		t.Errorf("Caps() = %+v, want %+v with FIFO", got, lim)
 	}
-	for _, r := range []lease.Request{
+	for _, r := range []driver.Request{
 		req("", tokA, "", time.Second),
 		req("123456789", tokA, "", time.Second),
 		req("k", "", "", time.Second),
@@ -193,8 +194,8 @@ func TestInvalidInputAndLimits(t *testing.T) {
 	if _, err := s.Inspect(ctx, "123456789"); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("Inspect of a long key: %v, want ErrInvalid", err)
 	}
-	if got := memlease.New().Limits(); got != (lease.Limits{}) {
-		t.Errorf("default Limits() = %+v, want none", got)
+	if got := memlease.New().Caps(); got.MinTTL != 0 || got.MaxTTL != 0 || got.MaxKeyLen != 0 {
+		t.Errorf("default Caps() = %+v, want no limits", got)
 	}
 }
 
@@ -248,7 +249,7 @@ func TestClosedHandle(t *testing.T) {
 	if _, err := s.Subscribe(ctx); !errors.Is(err, memlease.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
 	}
-	for _, err := range s.RenewMany(ctx, []lease.Request{req("k", tokA, "", time.Second)}) {
+	for _, err := range s.RenewMany(ctx, []driver.Request{req("k", tokA, "", time.Second)}) {
 		if !errors.Is(err, memlease.ErrClosed) {
 			t.Errorf("RenewMany after Close: %v, want ErrClosed", err)
 		}
@@ -268,14 +269,14 @@ func TestClosedHandle(t *testing.T) {
 func TestPlainHidesOptionalInterfaces(t *testing.T) {
 	s := memlease.New()
 	p := memlease.Plain(s)
-	if _, ok := p.(lease.BatchRenewer); ok {
+	if _, ok := p.(driver.BatchRenewer); ok {
 		t.Error("Plain store is a BatchRenewer")
 	}
-	if _, ok := p.(lease.Notifier); ok {
+	if _, ok := p.(driver.Notifier); ok {
 		t.Error("Plain store is a Notifier")
 	}
-	if _, ok := p.(lease.Limiter); ok {
-		t.Error("Plain store is a Limiter")
+	if p.Caps().FIFO {
+		t.Error("Plain store declares FIFO")
 	}
 	mustAcquire(t, p, req("k", tokA, "a", time.Minute))
 	if info := inspect(t, s, "k"); !info.Held || info.Holder != "a" {

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // ErrOverflow is returned (wrapped) by Next when more than MaxPending
@@ -19,9 +19,7 @@ var ErrOverflow = errors.New("memlease: subscription overflowed, announcements w
 // drops them and reports [ErrOverflow].
 const MaxPending = 4096
 
-var _ lease.Announcer = (*subscription)(nil)
-
-// subscription is the lease.Subscription of a Store. Its queue and flags are
+// subscription is the driver.Subscription of a Store. Its queue and flags are
 // guarded by the shared state's mutex, which Release holds while announcing.
 type subscription struct {
 	st     *state
@@ -29,7 +27,7 @@ type subscription struct {
 	signal chan struct{} // capacity 1: "the queue may have grown"
 	done   chan struct{} // closed by close
 
-	queue  []lease.Announcement
+	queue  []driver.Announcement
 	missed bool
 	closed bool
 }
@@ -37,7 +35,7 @@ type subscription struct {
 // Subscribe opens a subscription to the release of every key of the Store,
 // through any handle. It is active when Subscribe returns. The subscription
 // ends when it or this handle is closed.
-func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
+func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	if err := s.check(ctx, "subscribe"); err != nil {
 		return nil, err
 	}
@@ -59,7 +57,7 @@ func (s *Store) Subscribe(ctx context.Context) (lease.Subscription, error) {
 }
 
 // announceLocked queues a; st.mu is held.
-func (sub *subscription) announceLocked(a lease.Announcement) {
+func (sub *subscription) announceLocked(a driver.Announcement) {
 	if sub.closed {
 		return
 	}
@@ -75,30 +73,24 @@ func (sub *subscription) announceLocked(a lease.Announcement) {
 	}
 }
 
-// Next returns the next released key, waiting until there is one, ctx ends or
+// Next returns the next announcement (the key, and the token at the head of
+// its queue when it was released), waiting until there is one, ctx ends or
 // the subscription is closed. After an overflow it returns an error matching
 // [ErrOverflow] once, then resumes delivering.
-func (sub *subscription) Next(ctx context.Context) (string, error) {
-	a, err := sub.NextAnnouncement(ctx)
-	return a.Key, err
-}
-
-// NextAnnouncement is Next with the token of the waiter at the head of the
-// key's queue when it was released (see [lease.Announcer]).
-func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announcement, error) {
+func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
 		sub.st.mu.Lock()
 		switch {
 		case sub.closed:
 			sub.st.mu.Unlock()
-			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ErrClosed)
+			return driver.Announcement{}, fmt.Errorf("memlease: next: %w", ErrClosed)
 		case sub.missed:
 			sub.missed = false
 			sub.st.mu.Unlock()
-			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ErrOverflow)
+			return driver.Announcement{}, fmt.Errorf("memlease: next: %w", ErrOverflow)
 		case len(sub.queue) > 0:
 			a := sub.queue[0]
-			sub.queue[0] = lease.Announcement{}
+			sub.queue[0] = driver.Announcement{}
 			sub.queue = sub.queue[1:]
 			sub.st.mu.Unlock()
 			return a, nil
@@ -108,7 +100,7 @@ func (sub *subscription) NextAnnouncement(ctx context.Context) (lease.Announceme
 		case <-sub.signal:
 		case <-sub.done:
 		case <-ctx.Done():
-			return lease.Announcement{}, fmt.Errorf("memlease: next: %w", ctx.Err())
+			return driver.Announcement{}, fmt.Errorf("memlease: next: %w", ctx.Err())
 		}
 	}
 }

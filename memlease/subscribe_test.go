@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
-func subscribe(t *testing.T, s *memlease.Store) lease.Subscription {
+func subscribe(t *testing.T, s *memlease.Store) driver.Subscription {
 	t.Helper()
 	sub, err := s.Subscribe(context.Background())
 	if err != nil {
@@ -22,10 +23,11 @@ func subscribe(t *testing.T, s *memlease.Store) lease.Subscription {
 }
 
 // next calls sub.Next with a timeout.
-func next(sub lease.Subscription, d time.Duration) (string, error) {
+func next(sub driver.Subscription, d time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	return sub.Next(ctx)
+	a, err := sub.Next(ctx)
+	return a.Key, err
 }
 
 func TestSubscriptionDeliversReleasesOfEveryHandle(t *testing.T) {
@@ -49,7 +51,7 @@ func TestSubscriptionDeliversReleasesOfEveryHandle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, sub := range []lease.Subscription{sub1, sub2} {
+	for i, sub := range []driver.Subscription{sub1, sub2} {
 		for _, want := range []string{"k2", "k1"} {
 			if got, err := next(sub, time.Second); err != nil || got != want {
 				t.Errorf("sub%d Next = %q, %v; want %q (releases before Subscribe and failed releases are not announced)", i+1, got, err, want)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/oneline"
 	"github.com/leasekit/lease/internal/termtext"
 	"github.com/leasekit/lease/leaseurl"
@@ -82,7 +83,7 @@ func (c *common) logger(w io.Writer) (*slog.Logger, error) {
 
 // openStore opens the store named by the flags; the returned exit code says
 // what kind of failure it was. Errors never contain the password.
-func (c *common) openStore(ctx context.Context, log *slog.Logger) (lease.Store, string, int, error) {
+func (c *common) openStore(ctx context.Context, log *slog.Logger) (driver.Store, string, int, error) {
 	raw := c.storeURL()
 	safe := leaseurl.Redact(raw)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)

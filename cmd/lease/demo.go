@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/termtext"
 	"github.com/leasekit/lease/leaseurl"
 )
@@ -33,7 +34,7 @@ type demo struct {
 	regPath string
 	wlevel  string
 	start   time.Time
-	store   lease.Store // the demo's own handle, for status lines
+	store   driver.Store // the demo's own handle, for status lines
 	events  chan workerEvent
 	workers map[string]*demoWorker
 	checks  []demoCheck

@@ -12,31 +12,32 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
 // goneStore is a memlease store that, once gone is set, answers every
 // renewal and release as a store that no longer has the token would.
 type goneStore struct {
-	lease.Store
+	driver.Store
 	gone atomic.Bool
 }
 
-func (s *goneStore) Renew(ctx context.Context, r lease.Request) error {
+func (s *goneStore) Renew(ctx context.Context, r driver.Request) error {
 	if s.gone.Load() {
 		return lease.ErrNotHeld
 	}
 	return s.Store.Renew(ctx, r)
 }
 
-func (s *goneStore) Release(ctx context.Context, r lease.Request) error {
+func (s *goneStore) Release(ctx context.Context, r driver.Request) error {
 	if s.gone.Load() {
 		return lease.ErrNotHeld
 	}
 	return s.Store.Release(ctx, r)
 }
 
-func acquireOn(t *testing.T, s lease.Store, ttl time.Duration) *lease.Lease {
+func acquireOn(t *testing.T, s driver.Store, ttl time.Duration) *lease.Lease {
 	t.Helper()
 	c, err := lease.New(s, lease.WithTTL(ttl))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
@@ -54,11 +55,11 @@ func (r *register) write(fence uint64, v string) error {
 // stallable passes renewals through until stalled, then swallows them: the
 // holder's process is alive but its heartbeat no longer reaches the store.
 type stallable struct {
-	lease.Store
+	driver.Store
 	stalled atomic.Bool
 }
 
-func (s *stallable) Renew(ctx context.Context, r lease.Request) error {
+func (s *stallable) Renew(ctx context.Context, r driver.Request) error {
 	if s.stalled.Load() {
 		<-ctx.Done()
 		return ctx.Err()
@@ -84,7 +85,7 @@ func run() error {
 	w1store := &stallable{Store: mem.Handle()}
 	clients := make([]*lease.Client, 3)
 	for i := range clients {
-		var s lease.Store = mem.Handle()
+		var s driver.Store = mem.Handle()
 		if i == 0 {
 			s = w1store
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 )
 
@@ -25,7 +26,7 @@ type Harness struct {
 	// (the releaser's and the waiters'), and a function that counts the
 	// requests sent through the second so far. Both are closed when the
 	// test ends.
-	Pair func(t *testing.T) (releaser, waiters lease.Store, requests func() int)
+	Pair func(t *testing.T) (releaser, waiters driver.Store, requests func() int)
 }
 
 // Forger acts as a client that may publish announcements and read the
@@ -33,7 +34,7 @@ type Harness struct {
 // from the store's data and sends, in the format a real hand-off would use,
 // an announcement that this token was handed key with fence. It returns the
 // token, or "" (sending nothing) when nobody is queued for key.
-type Forger func(t *testing.T, ctx context.Context, waiters lease.Store, key string, fence uint64) (token string)
+type Forger func(t *testing.T, ctx context.Context, waiters driver.Store, key string, fence uint64) (token string)
 
 // Run runs the suite, one subtest each.
 func Run(t *testing.T, h Harness) {
@@ -45,9 +46,9 @@ func Run(t *testing.T, h Harness) {
 }
 
 // Subscribe subscribes to s's announcements until the test ends.
-func Subscribe(t testing.TB, s lease.Store) lease.Subscription {
+func Subscribe(t testing.TB, s driver.Store) driver.Subscription {
 	t.Helper()
-	n, ok := s.(lease.Notifier)
+	n, ok := s.(driver.Notifier)
 	if !ok {
 		t.Fatalf("%T does not announce releases", s)
 	}
@@ -62,19 +63,19 @@ func Subscribe(t testing.TB, s lease.Store) lease.Subscription {
 }
 
 // Announcement reads sub's next announcement within 10 s.
-func Announcement(t testing.TB, ctx context.Context, sub lease.Subscription) lease.Announcement {
+func Announcement(t testing.TB, ctx context.Context, sub driver.Subscription) driver.Announcement {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	a, err := sub.(lease.Announcer).NextAnnouncement(ctx)
+	a, err := sub.Next(ctx)
 	if err != nil {
-		t.Fatalf("NextAnnouncement: %v", err)
+		t.Fatalf("Next: %v", err)
 	}
 	return a
 }
 
 // HeldBy checks that Inspect shows key held by holder, and returns its fence.
-func HeldBy(t testing.TB, ctx context.Context, s lease.Store, key, holder string) uint64 {
+func HeldBy(t testing.TB, ctx context.Context, s driver.Store, key, holder string) uint64 {
 	t.Helper()
 	info, err := s.Inspect(ctx, key)
 	if err != nil || !info.Held || info.Holder != holder {
@@ -85,7 +86,7 @@ func HeldBy(t testing.TB, ctx context.Context, s lease.Store, key, holder string
 
 // ReleaseTo acquires a through releaser, queues the waiters through
 // waiters in that order, and releases a.
-func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters lease.Store, a lease.Request, ws ...lease.Request) {
+func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters driver.Store, a driver.Request, ws ...driver.Request) {
 	t.Helper()
 	if _, err := releaser.Acquire(ctx, a); err != nil {
 		t.Fatal(err)
@@ -99,8 +100,8 @@ func ReleaseTo(t testing.TB, ctx context.Context, releaser, waiters lease.Store,
 }
 
 // Req returns a request for key with a fresh random token.
-func Req(key, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Key: key, Token: rand.Text(), Holder: holder, TTL: ttl}
+func Req(key, holder string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Token: rand.Text(), Holder: holder, TTL: ttl}
 }
 
 func testCtx(t *testing.T) context.Context {
