@@ -53,7 +53,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 			// Still queued: refresh the entry (another TTL, and the
 			// server's time) and look again.
 			var now int64
-			if now, err = s.refresh(r, &e); err == nil {
+			if now, err = s.refresh(r, &e, true); err == nil {
 				return s.settle(ctx, r, e, false, now)
 			}
 		}
@@ -83,13 +83,13 @@ func (s *Store) claim(r driver.Request, e entry) (driver.Grant, error) {
 	for _, p := range e.ahead {
 		ops = append(ops, &zk.CreateRequest{Path: p, Acl: s.acl}, &zk.DeleteRequest{Path: p, Version: -1})
 	}
-	ops = append(ops, &zk.SetDataRequest{Path: e.path, Data: encodeData(r), Version: e.version})
+	ops = append(ops, &zk.SetDataRequest{Path: e.path, Data: encodeData(r, false), Version: e.version})
 	res, err := s.conn.Multi(ops...)
 	if err == nil && len(res) == len(ops) && res[len(ops)-1].Stat != nil {
 		if err := s.written(r, &e, res[len(ops)-1].Stat); err != nil {
 			return driver.Grant{}, err
 		}
-		e.held, e.ahead = true, nil
+		e.held, e.marked, e.ahead = true, false, nil
 		s.remember(r.Token, e)
 		return driver.Grant{Fence: uint64(e.czxid)}, nil
 	}
@@ -113,7 +113,7 @@ func (s *Store) claim(r driver.Request, e entry) (driver.Grant, error) {
 // (the parent's pzxid) and the server's time (its mtime).
 func (s *Store) create(r driver.Request) (entry, error) {
 	parent := s.parent(r.Key)
-	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + "-", Data: encodeData(r), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
+	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + "-", Data: encodeData(r, false), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
 	touch := &zk.SetDataRequest{Path: parent, Version: -1}
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -165,8 +165,12 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			fresh = false
 			continue
 		}
+		if i == 0 && e.marked {
+			e.ahead = nil
+			return s.claim(r, e) // clear the mark
+		}
 		if i == 0 {
-			e.held, e.ahead = true, nil
+			e.held = true
 			s.remember(r.Token, e)
 			return driver.Grant{Fence: uint64(e.czxid)}, nil
 		}
@@ -202,8 +206,16 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		} else if gone {
 			continue
 		}
-		held := &lease.HeldError{Key: r.Key, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, now), Queued: i - 1}
+		held := &lease.HeldError{Key: r.Key, Queued: i} // the lowest is a waiter's entry: the key is reserved
+		if !d.Waiting {
+			held.Holder, held.Fence, held.Remaining, held.Queued = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now), i-1
+		}
 		if r.Queue {
+			if !e.marked {
+				if _, err := s.refresh(r, &e, true); err != nil {
+					return driver.Grant{}, err
+				}
+			}
 			e.held, e.ahead = false, nil
 			for _, n := range nodes[:i] {
 				e.ahead = append(e.ahead, parent+"/"+n.name)
@@ -230,7 +242,7 @@ func (s *Store) adopt(r driver.Request, e *entry, p string) (int64, error) {
 		return 0, fmt.Errorf("read %s: %w", redactPath(p), err)
 	}
 	*e = entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: decodeData(data).TTLms, czxid: st.Czxid}
-	return s.refresh(r, e)
+	return s.refresh(r, e, false)
 }
 
 // Inspect implements driver.Store: the lowest node of key, unless its TTL
@@ -268,7 +280,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
 		}
 		d := decodeData(data)
-		if st.Mtime+d.TTLms <= pst.Mtime {
+		if d.Waiting || st.Mtime+d.TTLms <= pst.Mtime {
 			return driver.Info{Key: key, Fence: uint64(st.Czxid)}, nil
 		}
 		return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, pst.Mtime)}, nil

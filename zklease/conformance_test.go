@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
@@ -48,7 +48,7 @@ func runSuite(t *testing.T, srvs []string, ttl, session time.Duration, opts ...z
 	base := root("conformance")
 	leasetest.Run(t, leasetest.Harness{
 		TTL: ttl,
-		NewStore: func(t testing.TB, ns string) lease.Store {
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, session, slices.Concat(opts, []zklease.Option{zklease.WithRoot(base + "/" + ns)})...)
 			if err != nil {
 				t.Fatalf("zklease.Dial: %v", err)

@@ -6,9 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
@@ -55,3 +58,43 @@ func randHex(n int) string {
 }
 
 func token() string { return randHex(16) }
+
+// connect returns a raw connection with a session, closed at cleanup.
+func connect(t *testing.T, srvs []string) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(srvs, testSession, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn
+			}
+		case <-deadline:
+			t.Fatal("no ZooKeeper session within 30s")
+		}
+	}
+}
+
+// openParent creates p (the shared parent of the tests' roots) open to
+// anyone, if it is missing: a store with credentials would create it with
+// its creator ACL, and the other tests' stores could not use it.
+func openParent(t *testing.T, c *zk.Conn, p string) {
+	t.Helper()
+	if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatalf("create %s: %v", p, err)
+	}
+}
+
+// removeAll deletes p and everything under it, best effort.
+func removeAll(c *zk.Conn, p string) {
+	kids, _, _ := c.Children(p)
+	for _, k := range kids {
+		removeAll(c, p+"/"+k)
+	}
+	_ = c.Delete(p, -1)
+}

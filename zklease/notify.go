@@ -121,8 +121,10 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 		}
 		w := watches[i-3]
 		sub.remove(w.ch)
-		if ev, _ := v.Interface().(zk.Event); ok && ev.Type == zk.EventNotWatching {
-			return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.key, ev.Err)
+		if ok {
+			if ev := v.Interface().(zk.Event); ev.Type == zk.EventNotWatching {
+				return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.key, ev.Err)
+			}
 		}
 		// A closed channel without a value: another subscription took the
 		// event. Announce the key all the same.

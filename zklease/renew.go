@@ -30,7 +30,7 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	if !e.held {
 		return fmt.Errorf("zklease: renew %q: the token is queued, not holding: %w", r.Key, lease.ErrNotHeld)
 	}
-	if _, err := s.refresh(r, &e); err != nil {
+	if _, err := s.refresh(r, &e, false); err != nil {
 		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
 	}
 	s.remember(r.Token, e)
@@ -59,15 +59,25 @@ func (s *Store) lookup(r driver.Request) (entry, error) {
 		if err != nil {
 			return entry{}, fmt.Errorf("zklease: read %s: %w", redactPath(p), err)
 		}
-		return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: decodeData(data).TTLms, czxid: st.Czxid, held: i == 0}, nil
+		d := decodeData(data)
+		return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: i == 0 && !d.Waiting, marked: d.Waiting}, nil
 	}
 	return entry{}, fmt.Errorf("zklease: %q is not held by this token: %w", r.Key, lease.ErrNotHeld)
 }
 
-// refresh writes r's data to e's node, version-checked, and returns the
-// server's time of the write.
-func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
-	st, err := s.conn.Set(e.path, encodeData(r), e.version)
+// refresh writes r's data to e's node, version-checked, marked waiting or
+// not, and returns the server's time of the write.
+func (s *Store) refresh(r driver.Request, e *entry, waiting bool) (int64, error) {
+	e.marked = waiting
+	st, err := s.conn.Set(e.path, encodeData(r, waiting), e.version)
+	if errors.Is(err, zk.ErrBadVersion) {
+		// Written by another Store of the same token: read it and write again.
+		var data []byte
+		if data, st, err = s.conn.Get(e.path); err == nil {
+			e.version, e.mtime, e.ttlMs = st.Version, st.Mtime, decodeData(data).TTLms
+			st, err = s.conn.Set(e.path, encodeData(r, waiting), e.version)
+		}
+	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
 		s.forget(r.Token)
 		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
@@ -99,7 +109,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	var batch []renewItem
 	for i, r := range rs {
 		if e, ok := s.remembered(r); ok && e.held {
-			batch = append(batch, renewItem{i, e, encodeData(r)})
+			batch = append(batch, renewItem{i, e, encodeData(r, false)})
 		} else {
 			errs[i] = s.Renew(ctx, r)
 		}

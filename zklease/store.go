@@ -49,6 +49,7 @@ type entry struct {
 	ttlMs     int64    // the TTL of that write
 	czxid     int64    // the fence
 	held      bool     // granted; otherwise a queued waiter's entry
+	marked    bool     // our last write marked the node waiting
 	ahead     []string // a waiter's: the nodes ahead of it at its last listing
 }
 
