@@ -1,0 +1,198 @@
+// Store-level tests: the znode layout (key escaping, protected names, fence
+// = czxid), Caps, New on a caller's connection, the cleanup of a node whose
+// create was cut off, and RenewMany under ZooKeeper's packet limit.
+
+package zklease_test
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/zklease"
+)
+
+func TestLayout(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := dial(t, srvs, zklease.WithRoot(root("layout")))
+	raw := connect(t, srvs)
+	for _, key := range []string{"plain", "a/b/../c", ".", "..", "spaces and ünïcode", "%41"} {
+		r := driver.Request{Key: key, Token: token(), Holder: "h", TTL: testTTL}
+		g, err := s.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("Acquire(%q): %v", key, err)
+		}
+		keys, _, err := raw.Children(s.Root())
+		if err != nil {
+			t.Fatalf("Children(%s): %v", s.Root(), err)
+		}
+		var parent string
+		for _, k := range keys {
+			kids, _, err := raw.Children(s.Root() + "/" + k)
+			if err == nil && len(kids) == 1 && strings.HasPrefix(kids[0], "_c_"+r.Token+"-") {
+				parent = s.Root() + "/" + k
+			}
+		}
+		if parent == "" {
+			t.Fatalf("key %q: no parent under %s holds a node named _c_<token>-<sequence> (children %v)", key, s.Root(), keys)
+		}
+		seg := path.Base(parent)
+		if seg == "." || seg == ".." || strings.ContainsAny(seg, "/ ") {
+			t.Errorf("key %q is stored as the segment %q", key, seg)
+		}
+		kids, _, _ := raw.Children(parent)
+		data, st, err := raw.Get(parent + "/" + kids[0])
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if uint64(st.Czxid) != g.Fence {
+			t.Errorf("key %q: fence %d, want the holder node's czxid %d", key, g.Fence, st.Czxid)
+		}
+		if st.EphemeralOwner != s.Conn().SessionID() {
+			t.Errorf("key %q: the holder node is owned by session %#x, want the store's %#x", key, st.EphemeralOwner, s.Conn().SessionID())
+		}
+		if !strings.Contains(string(data), r.Token) || !strings.Contains(string(data), `"ttl_ms":1000`) {
+			t.Errorf("key %q: holder node data %s lacks the token or the TTL", key, data)
+		}
+		if err := s.Release(ctx, r); err != nil {
+			t.Errorf("Release(%q): %v", key, err)
+		}
+	}
+}
+
+func TestCaps(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := dial(t, srvs, zklease.WithRoot(root("limits")))
+	if got := s.Caps().MaxTTL; got != testSession {
+		t.Errorf("MaxTTL = %v, want the session timeout %v", got, testSession)
+	}
+	if _, err := lease.New(s, lease.WithTTL(testSession+time.Second)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("lease.New with a TTL above the session timeout: %v, want ErrInvalid", err)
+	}
+	// The test server has minSessionTimeout=1000: a shorter request is
+	// raised, and MaxTTL is the negotiated value.
+	short, err := zklease.Dial(ctx, srvs, 300*time.Millisecond, zklease.WithRoot(s.Root()))
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer short.Close()
+	if got := short.Caps().MaxTTL; got != time.Second {
+		t.Errorf("MaxTTL with a 300ms session request = %v, want the negotiated 1s", got)
+	}
+	for _, opt := range []zklease.Option{zklease.WithRoot("relative"), zklease.WithRoot("/"), zklease.WithRoot("/a/../b"),
+		zklease.WithRoot("/zookeeper/x"), zklease.WithACL(), nil} {
+		if _, err := zklease.Dial(ctx, srvs, testSession, opt); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Dial with a bad option: %v, want ErrInvalid", err)
+		}
+	}
+	if _, err := zklease.Dial(ctx, srvs, testSession, zklease.WithMaxWaiters(0)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("Dial with WithMaxWaiters(0): %v, want ErrInvalid", err)
+	}
+	if c := s.Caps(); !c.FIFO || c.MaxWaiters != driver.DefaultMaxWaiters {
+		t.Errorf("Caps = %+v, want FIFO with the default cap", c)
+	}
+}
+
+// TestNew: a Store on the caller's connection works, reports no Lost
+// channel, and leaves the connection open when closed.
+func TestNew(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 30*time.Second)
+	conn := connect(t, srvs)
+	if _, err := zklease.New(conn); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("New without WithSessionTimeout: %v, want ErrInvalid", err)
+	}
+	s, err := zklease.New(conn, zklease.WithSessionTimeout(testSession), zklease.WithRoot(root("new")))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	r := driver.Request{Key: "k", Token: token(), Holder: "h", TTL: testTTL}
+	g, err := s.Acquire(ctx, r)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if g.Lost != nil {
+		t.Errorf("a Store made by New returned a Lost channel; it cannot see session events")
+	}
+	if err := s.Renew(ctx, r); err != nil {
+		t.Errorf("Renew: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, _, err := conn.Exists("/"); err != nil {
+		t.Errorf("the caller's connection does not work after the Store's Close: %v", err)
+	}
+}
+
+// TestCutOffCreate: a holder node whose create reached the server but whose
+// acquirer never learnt of it (a connection loss) is found by its token and
+// deleted by Release, as the Client does after a failed acquire; meanwhile
+// it holds the key only until its TTL runs out.
+func TestCutOffCreate(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := dial(t, srvs, zklease.WithRoot(root("ghost")))
+	other := dial(t, srvs, zklease.WithRoot(s.Root()))
+	r := driver.Request{Key: "ghost", Token: token(), Holder: "ghost", TTL: testTTL}
+	// The create as it reached the server, done by another session.
+	if _, err := other.Acquire(ctx, r); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if _, err := s.Acquire(ctx, driver.Request{Key: "ghost", Token: token(), Holder: "b", TTL: testTTL}); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire while the ghost holds: %v, want ErrHeld", err)
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatalf("Release by token through a store that never saw the node: %v", err)
+	}
+	if info, err := other.Inspect(ctx, "ghost"); err != nil || info.Held {
+		t.Errorf("after the cleanup: Inspect = %+v, %v; want free", info, err)
+	}
+	if err := s.Release(ctx, r); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	}
+}
+
+// TestRenewManyLarge renews more leases than one multi may carry: ZooKeeper
+// refuses requests over jute.maxbuffer (1 MiB) and drops the connection, so
+// RenewMany must split them.
+func TestRenewManyLarge(t *testing.T) {
+	srvs := servers(t)
+	ctx := testCtx(t, 90*time.Second)
+	s := dial(t, srvs, zklease.WithRoot(root("renewmany-large")))
+	const n = 2500 // a single multi of these would exceed 1 MiB
+	rs := make([]driver.Request, n)
+	for i := range rs {
+		rs[i] = driver.Request{Key: fmt.Sprintf("key-with-a-long-name-%05d-%s", i, strings.Repeat("x", 200)), Token: token(), Holder: "holder-" + strings.Repeat("h", 100), TTL: testSession}
+		if _, err := s.Acquire(ctx, rs[i]); err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		if i%200 == 199 {
+			// Acquiring them all can take longer than the TTL on a busy
+			// machine: keep the first ones alive meanwhile.
+			for j, err := range s.RenewMany(ctx, rs[:i+1]) {
+				if err != nil {
+					t.Fatalf("while acquiring: RenewMany[%d]: %v", j, err)
+				}
+			}
+		}
+	}
+	for round := range 2 {
+		for i, err := range s.RenewMany(ctx, rs) {
+			if err != nil {
+				t.Fatalf("round %d: RenewMany[%d]: %v", round, i, err)
+			}
+		}
+	}
+	// The session survived: a lease is still renewable on its own.
+	if err := s.Renew(ctx, rs[n-1]); err != nil {
+		t.Fatalf("Renew after the large RenewMany: %v", err)
+	}
+}
