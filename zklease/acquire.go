@@ -29,10 +29,10 @@ var (
 // Acquire implements driver.Store. A token this Store knows is claimed in
 // one write (claim); otherwise Acquire creates the token's node and settles.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if err := s.usable(ctx); err != nil {
+	lost, err := s.usable(ctx)
+	if err != nil {
 		return driver.Grant{}, err
 	}
-	lost := s.lostChan()
 	g, err := s.acquire(ctx, r)
 	var held *lease.HeldError
 	var full *lease.QueueFullError
@@ -249,7 +249,7 @@ func (s *Store) adopt(r driver.Request, e *entry, p string) (int64, error) {
 // ran out. A write to the key's parent comes first: it tells the server's
 // time, and the reads after it see every write completed before Inspect.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := s.usable(ctx); err != nil {
+	if _, err := s.usable(ctx); err != nil {
 		return driver.Info{}, err
 	}
 	parent, free := s.parent(key), driver.Info{Key: key}

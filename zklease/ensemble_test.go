@@ -22,48 +22,6 @@ import (
 	"github.com/leasekit/lease/zklease"
 )
 
-// startEnsemble starts a private three-server ensemble (internal/zktest),
-// killed at cleanup, and returns its servers once it serves writes.
-func startEnsemble(t *testing.T) []*zktest.Server {
-	t.Helper()
-	srvs := zktest.Start(t).Servers
-	// Ready once a store can acquire and release a key (a quorum write).
-	ctx := testCtx(t, 90*time.Second)
-	for {
-		err := probe(ctx, addrs(srvs))
-		if err == nil {
-			return srvs
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the ensemble %v did not serve writes within 90s: %v", addrs(srvs), err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func probe(ctx context.Context, srvs []string) error {
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	s, err := zklease.Dial(dctx, srvs, testSession, zklease.WithRoot("/leasekit-probe"))
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	r := driver.Request{Key: "probe", Token: token(), Holder: "probe", TTL: time.Second}
-	if _, err := s.Acquire(dctx, r); err != nil {
-		return err
-	}
-	return s.Release(dctx, r)
-}
-
-func addrs(srvs []*zktest.Server) []string {
-	var a []string
-	for _, s := range srvs {
-		a = append(a, s.Addr)
-	}
-	return a
-}
-
 func newClient(t *testing.T, s driver.Store, opts ...lease.Option) *lease.Client {
 	t.Helper()
 	c, err := lease.New(s, opts...)
@@ -75,24 +33,24 @@ func newClient(t *testing.T, s driver.Store, opts ...lease.Option) *lease.Client
 }
 
 func TestEnsemble(t *testing.T) {
-	srvs := startEnsemble(t)
-	all := addrs(srvs)
+	ens := zktest.Start(t) // serving, killed at cleanup
+	srvs, all := ens.Servers, ens.Addrs()
 	t.Logf("ensemble: %v", all)
 
 	t.Run("Conformance", func(t *testing.T) { runSuite(t, all, ensembleTTL, ensembleSession) })
 	t.Run("SessionExpiry", func(t *testing.T) { testSessionExpiry(t, all) })
 	// Last: it leaves the ensemble with two servers.
-	t.Run("KillServer", func(t *testing.T) { testKillServer(t, srvs) })
+	t.Run("KillServer", func(t *testing.T) { testKillServer(t, srvs, all) })
 }
 
 // testKillServer: the server the holder's session is connected to is killed;
 // the client moves to another server within the session timeout and the
 // lease survives, renewed, with the same fence.
-func testKillServer(t *testing.T, srvs []*zktest.Server) {
+func testKillServer(t *testing.T, srvs []*zktest.Server, all []string) {
 	ctx := testCtx(t, 60*time.Second)
 	const ttl = 3 * time.Second
-	hs := dial(t, addrs(srvs), zklease.WithRoot(root("kill")))
-	ostore := dial(t, addrs(srvs), zklease.WithRoot(hs.Root()))
+	hs := dial(t, all, zklease.WithRoot(root("kill")))
+	ostore := dial(t, all, zklease.WithRoot(hs.Root()))
 	rec := &leasetest.Recorder{}
 	holder := newClient(t, hs, lease.WithTTL(ttl), lease.WithObserver(rec), lease.WithHolder("holder"))
 	other := newClient(t, ostore, lease.WithTTL(ttl))

@@ -40,7 +40,7 @@ type subscription struct {
 // for (a queued waiter its predecessor, another try the lowest node) before
 // it returns, so no release it waits for goes unannounced.
 func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
-	if err := s.usable(ctx); err != nil {
+	if _, err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -1,14 +1,12 @@
 // Tokens never reach errors (which the Client logs) in full: the redaction
-// of holder node paths, and the error paths of every operation provoked on
-// a real server (no read, write or delete permission on a node, a node
-// deleted or written behind the store's back, a closed connection, a
-// cancelled context), plus the Client's log during a connection outage.
+// of node paths, the errors of operations provoked on a real server (no
+// read or delete permission, a closed connection), and the Client's log
+// during a connection outage.
 
 package zklease_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,13 +28,10 @@ func TestRedactPath(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"/leasekit/k/_c_" + tok + "-0000000007", "/leasekit/k/_c_01234567…-0000000007"},
 		{"_c_" + tok + "-0000000007", "_c_01234567…-0000000007"},
-		{"/leasekit/k/_c_" + tok + "-", "/leasekit/k/_c_01234567…-"},         // the create prefix
-		{"/leasekit/k/_c_" + tok, "/leasekit/k/_c_01234567…"},                // no sequence
-		{"/a/_c_x/_c_" + tok + "-12", "/a/_c_x/_c_01234567…-12"},             // only the last segment is a node name
-		{"/leasekit/k/_c_abc-1", "/leasekit/k/_c_abc-1"},                     // short tokens are shown as the core shows them
-		{"/leasekit/k/_c_012345678-1", "/leasekit/k/_c_01234567…-1"},         // 9 characters are already shortened
-		{"/leasekit/" + tok, "/leasekit/" + tok},                             // not a holder node: unchanged
-		{"/leasekit/_c_" + tok + "/child", "/leasekit/_c_" + tok + "/child"}, // a key parent named like a node
+		{"/leasekit/k/_c_" + tok + "-", "/leasekit/k/_c_01234567…-"}, // the create prefix
+		{"/a/_c_x/_c_" + tok + "-12", "/a/_c_x/_c_01234567…-12"},     // only the last segment is a node name
+		{"/leasekit/k/_c_abc-1", "/leasekit/k/_c_abc-1"},             // short tokens are shown as the core shows them
+		{"/leasekit/" + tok, "/leasekit/" + tok},                     // not a holder node: unchanged
 		{"", ""},
 	} {
 		if got := zklease.RedactPath(c.in); got != c.want {
@@ -79,21 +74,6 @@ func TestErrorsHideTokens(t *testing.T) {
 			t.Fatalf("Create(%s/%s): %v", rt, key, err)
 		}
 	}
-	nodeOf := func(key, tok string) string {
-		t.Helper()
-		kids, _, err := owner.Children(rt + "/" + key)
-		if err != nil {
-			t.Fatalf("Children(%s/%s): %v", rt, key, err)
-		}
-		for _, k := range kids {
-			if strings.HasPrefix(k, "_c_"+tok+"-") {
-				return rt + "/" + key + "/" + k
-			}
-		}
-		t.Fatalf("no node of token %s… under %s/%s (%d children)", tok[:8], rt, key, len(kids))
-		return ""
-	}
-
 	var tokens []string
 	tok := func() string { v := token(); tokens = append(tokens, v); return v }
 	req := func(key, token string, ttl time.Duration) driver.Request {
@@ -134,30 +114,6 @@ func TestErrorsHideTokens(t *testing.T) {
 	_, err = plain.Acquire(ctx, req("nodelete", d, testTTL))
 	show("Acquire that cannot delete its own node", err, d)
 	show("Release that cannot delete", plain.Release(ctx, req("nodelete", d, testTTL)), "")
-	mkParent("expired", zk.PermAll&^zk.PermDelete)
-	e := tok()
-	mustAcquire(holder, req("expired", e, 20*time.Millisecond))
-	time.Sleep(200 * time.Millisecond) // its TTL runs out (server time)
-	_, err = plain.Acquire(ctx, req("expired", tok(), testTTL))
-	show("Acquire that cannot delete an expired holder node", err, e)
-
-	// Our own node, written behind our back (a wrong version) and not
-	// readable: the renewal's re-read fails. Then deleted behind our back.
-	mkParent("wrongversion", zk.PermAll)
-	writeOnly := dial(t, srvs, zklease.WithRoot(rt), zklease.WithACL(zk.WorldACL(zk.PermAll&^zk.PermRead)...))
-	w := tok()
-	mustAcquire(writeOnly, req("wrongversion", w, live))
-	wp := nodeOf("wrongversion", w)
-	if _, err := owner.Set(wp, []byte("{}"), -1); err != nil {
-		t.Fatalf("Set(%s…) behind the store's back: %v", zklease.RedactPath(wp), err)
-	}
-	show("Renew after a write behind our back, node unreadable", writeOnly.Renew(ctx, req("wrongversion", w, live)), w)
-	if err := owner.Delete(wp, -1); err != nil {
-		t.Fatalf("Delete behind the store's back: %v", err)
-	}
-	show("Renew of a node deleted behind our back", writeOnly.Renew(ctx, req("wrongversion", w, live)), "")
-	show("Release of a node deleted behind our back", writeOnly.Release(ctx, req("wrongversion", w, live)), "")
-
 	// A closed connection (the store does not own it, so it is not closed).
 	conn := connect(t, srvs)
 	cs, err := zklease.New(conn, zklease.WithRoot(rt), zklease.WithSessionTimeout(testSession))
@@ -180,15 +136,6 @@ func TestErrorsHideTokens(t *testing.T) {
 	show("Acquire of a new key on a closed connection", err, "")
 	_, err = cs.Inspect(ctx, "closed1")
 	show("Inspect on a closed connection", err, "")
-
-	// A cancelled context.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = plain.Acquire(cctx, req("noread", a, testTTL))
-	show("Acquire with a cancelled context", err, "")
-	show("Renew with a cancelled context", plain.Renew(cctx, req("noread", a, testTTL)), "")
-	show("Release with a cancelled context", plain.Release(cctx, req("noread", a, testTTL)), "")
-	show("RenewMany with a cancelled context", plain.RenewMany(cctx, []driver.Request{req("noread", a, testTTL)})[0], "")
 
 	for _, s := range shown {
 		if s.err == nil {

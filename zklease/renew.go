@@ -17,7 +17,7 @@ import (
 // node, which moves its mtime, the TTL's origin. One round trip for a lease
 // this Store granted; three otherwise (find the node, read it, write it).
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
-	if err := s.usable(ctx); err != nil {
+	if _, err := s.usable(ctx); err != nil {
 		return err
 	}
 	e, ok := s.remembered(r)
@@ -115,7 +115,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		}
 	}
 	for len(batch) > 0 {
-		if err := s.usable(ctx); err != nil {
+		if _, err := s.usable(ctx); err != nil {
 			for _, it := range batch {
 				errs[it.i] = err
 			}
@@ -197,7 +197,7 @@ func multiFits(n int, size func(k int) (path, data int)) int {
 // holder's or a queued entry (then lease.ErrNotHeld: it held nothing). The
 // deletion wakes the waiter queued behind it.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	if err := s.usable(ctx); err != nil {
+	if _, err := s.usable(ctx); err != nil {
 		return err
 	}
 	e, ok := s.remembered(r)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -95,16 +96,8 @@ func configure(opts []Option) (config, error) {
 }
 
 func validRoot(root string) error {
-	if !strings.HasPrefix(root, "/") || root == "/" || strings.HasSuffix(root, "/") {
-		return lease.Invalid("root", "%q is not an absolute znode path below /", root)
-	}
-	for _, seg := range strings.Split(root[1:], "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return lease.Invalid("root", "%q has an empty, \".\" or \"..\" segment", root)
-		}
-	}
-	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
-		return lease.Invalid("root", "%q is reserved by ZooKeeper", root)
+	if root == "/" || path.Clean(root) != root || !path.IsAbs(root) || strings.HasPrefix(root+"/", "/zookeeper/") {
+		return lease.Invalid("root", "%q is not a clean absolute znode path below / outside /zookeeper", root)
 	}
 	return nil
 }
@@ -134,21 +127,10 @@ func checkRoot(conn *zk.Conn, root string) error {
 	for _, a := range acl {
 		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&^zk.PermRead != 0 {
 			return fmt.Errorf("%w: %w", ErrOpenRoot, lease.Invalid("root",
-				"%s grants world:anyone %q, more than read: restrict it (setAcl) or use another root", root, perms(a.Perms)))
+				"%s grants world:anyone permissions %#x, more than read: restrict it (setAcl) or use another root", root, a.Perms))
 		}
 	}
 	return nil
-}
-
-// perms spells ZooKeeper permissions as its CLI does ("cdrwa").
-func perms(p int32) string {
-	var b strings.Builder
-	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
-		if p&bit != 0 {
-			b.WriteByte("cdrwa"[i])
-		}
-	}
-	return b.String()
 }
 
 // Dial connects to servers (host:port) asking for sessionTimeout, waits
@@ -193,24 +175,20 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 		return nil, fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
 	}
 	for _, a := range cfg.auth {
-		if err := conn.AddAuth(a.scheme, a.auth); err != nil {
+		if err = conn.AddAuth(a.scheme, a.auth); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
 		}
 	}
+	if !cfg.aclSet && len(cfg.auth) > 0 {
+		cfg.acl, cfg.aclSet = zk.AuthACL(zk.PermAll), true
+		if err := checkRoot(conn, cfg.root); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	if !cfg.aclSet {
 		cfg.acl = zk.WorldACL(zk.PermAll)
-		if len(cfg.auth) > 0 {
-			cfg.acl = zk.AuthACL(zk.PermAll)
-			err := ctx.Err()
-			if err == nil {
-				err = checkRoot(conn, cfg.root)
-			}
-			if err != nil {
-				conn.Close()
-				return nil, err
-			}
-		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -257,9 +235,14 @@ func (w *watcher) event(ev zk.Event) {
 	w.mu.Lock()
 	s := w.store
 	w.mu.Unlock()
-	if s == nil || ev.Type != zk.EventSession || ev.State != zk.StateExpired {
-		return
+	if s != nil && ev.Type == zk.EventSession && ev.State == zk.StateExpired {
+		s.sessionEnded()
 	}
+}
+
+// sessionEnded closes the Lost channel of the session's grants and forgets
+// its nodes (ZooKeeper deleted them).
+func (s *Store) sessionEnded() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost != nil {
@@ -288,53 +271,32 @@ func (s *Store) Caps() driver.Caps {
 // the connection (which deletes its nodes) and the Lost channels.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	subs := s.subs
-	s.subs = nil
+	subs, closed := s.subs, s.closed
+	s.subs, s.closed = nil, true
 	s.mu.Unlock()
 	for sub := range subs {
 		_ = sub.Close()
 	}
-	if s.own {
+	if s.own && !closed {
 		s.conn.Close()
-		s.mu.Lock()
-		if s.lost != nil {
-			close(s.lost)
-			s.lost = nil
-		}
-		s.mu.Unlock()
+		s.sessionEnded()
 	}
 	return nil
 }
 
 var errClosed = errors.New("zklease: store closed")
 
-// usable checks ctx and that the Store is open.
-func (s *Store) usable(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// usable checks ctx and that the Store is open, and returns the Lost
+// channel for a grant made now.
+func (s *Store) usable(ctx context.Context) (<-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errClosed
+		return nil, errClosed
 	}
-	return nil
+	return s.lost, ctx.Err()
 }
 
-// lostChan returns the Lost channel for a grant made now.
-func (s *Store) lostChan() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lost == nil {
-		return nil
-	}
-	return s.lost
-}
 
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }

@@ -1,6 +1,5 @@
 // Store-level tests: the znode layout (key escaping, protected names, fence
-// = czxid), Caps, New on a caller's connection, the cleanup of a node whose
-// create was cut off, and RenewMany under ZooKeeper's packet limit.
+// = czxid), Caps, and RenewMany under ZooKeeper's packet limit.
 
 package zklease_test
 
@@ -95,68 +94,11 @@ func TestCaps(t *testing.T) {
 	if _, err := zklease.Dial(ctx, srvs, testSession, zklease.WithMaxWaiters(0)); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("Dial with WithMaxWaiters(0): %v, want ErrInvalid", err)
 	}
-	if c := s.Caps(); !c.FIFO || c.MaxWaiters != driver.DefaultMaxWaiters {
-		t.Errorf("Caps = %+v, want FIFO with the default cap", c)
-	}
-}
-
-// TestNew: a Store on the caller's connection works, reports no Lost
-// channel, and leaves the connection open when closed.
-func TestNew(t *testing.T) {
-	srvs := servers(t)
-	ctx := testCtx(t, 30*time.Second)
-	conn := connect(t, srvs)
-	if _, err := zklease.New(conn); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := zklease.New(connect(t, srvs)); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("New without WithSessionTimeout: %v, want ErrInvalid", err)
 	}
-	s, err := zklease.New(conn, zklease.WithSessionTimeout(testSession), zklease.WithRoot(root("new")))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	r := driver.Request{Key: "k", Token: token(), Holder: "h", TTL: testTTL}
-	g, err := s.Acquire(ctx, r)
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	if g.Lost != nil {
-		t.Errorf("a Store made by New returned a Lost channel; it cannot see session events")
-	}
-	if err := s.Renew(ctx, r); err != nil {
-		t.Errorf("Renew: %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if _, _, err := conn.Exists("/"); err != nil {
-		t.Errorf("the caller's connection does not work after the Store's Close: %v", err)
-	}
-}
-
-// TestCutOffCreate: a holder node whose create reached the server but whose
-// acquirer never learnt of it (a connection loss) is found by its token and
-// deleted by Release, as the Client does after a failed acquire; meanwhile
-// it holds the key only until its TTL runs out.
-func TestCutOffCreate(t *testing.T) {
-	srvs := servers(t)
-	ctx := testCtx(t, 30*time.Second)
-	s := dial(t, srvs, zklease.WithRoot(root("ghost")))
-	other := dial(t, srvs, zklease.WithRoot(s.Root()))
-	r := driver.Request{Key: "ghost", Token: token(), Holder: "ghost", TTL: testTTL}
-	// The create as it reached the server, done by another session.
-	if _, err := other.Acquire(ctx, r); err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	if _, err := s.Acquire(ctx, driver.Request{Key: "ghost", Token: token(), Holder: "b", TTL: testTTL}); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("Acquire while the ghost holds: %v, want ErrHeld", err)
-	}
-	if err := s.Release(ctx, r); err != nil {
-		t.Fatalf("Release by token through a store that never saw the node: %v", err)
-	}
-	if info, err := other.Inspect(ctx, "ghost"); err != nil || info.Held {
-		t.Errorf("after the cleanup: Inspect = %+v, %v; want free", info, err)
-	}
-	if err := s.Release(ctx, r); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	if c := s.Caps(); !c.FIFO || c.MaxWaiters != driver.DefaultMaxWaiters {
+		t.Errorf("Caps = %+v, want FIFO with the default cap", c)
 	}
 }
 
