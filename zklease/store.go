@@ -297,7 +297,6 @@ func (s *Store) usable(ctx context.Context) (<-chan struct{}, error) {
 	return s.lost, ctx.Err()
 }
 
-
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
 
