@@ -14,8 +14,8 @@ import (
 )
 
 // maxRounds bounds the look-again loop of one Acquire or Inspect: each
-// round follows the removal of a node below ours. maxClaim bounds the
-// nodes a claim's multi checks, far below ZooKeeper's packet limit.
+// round follows the removal of a node below ours. maxClaim bounds the nodes
+// a claim's multi checks, far below ZooKeeper's packet limit.
 const (
 	maxRounds = 64
 	maxClaim  = 64
@@ -36,14 +36,11 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	g, err := s.acquire(ctx, r)
 	var held *lease.HeldError
 	var full *lease.QueueFullError
-	switch {
-	case err == nil:
-		g.Lost = lost
-		return g, nil
-	case errors.As(err, &held), errors.As(err, &full):
-		return driver.Grant{}, err
+	if err != nil && !errors.As(err, &held) && !errors.As(err, &full) {
+		return g, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
-	return driver.Grant{}, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
+	g.Lost = lost
+	return g, err
 }
 
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -90,7 +87,7 @@ func (s *Store) claim(r driver.Request, e entry) (driver.Grant, error) {
 			return driver.Grant{}, err
 		}
 		e.held, e.marked, e.ahead = true, false, nil
-		s.remember(r.Token, e)
+		s.remember(r.Token, &e)
 		return driver.Grant{Fence: uint64(e.czxid)}, nil
 	}
 	for _, x := range res {
@@ -98,7 +95,7 @@ func (s *Store) claim(r driver.Request, e entry) (driver.Grant, error) {
 		case errors.Is(x.Error, zk.ErrNodeExists):
 			return driver.Grant{}, errBehind
 		case errors.Is(x.Error, zk.ErrNoNode), errors.Is(x.Error, zk.ErrBadVersion):
-			s.forget(r.Token)
+			s.remember(r.Token, nil)
 			return driver.Grant{}, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
 		}
 	}
@@ -122,11 +119,11 @@ func (s *Store) create(r driver.Request) (entry, error) {
 		}
 		res, err = s.conn.Multi(create, touch)
 	}
+	if err == nil && (len(res) != 2 || res[0].String == "" || res[1].Stat == nil) {
+		err = errors.New("unexpected multi response")
+	}
 	if err != nil {
 		return entry{}, fmt.Errorf("create a node under %s: %w", parent, err)
-	}
-	if len(res) != 2 || res[0].String == "" || res[1].Stat == nil {
-		return entry{}, fmt.Errorf("create a node under %s: unexpected multi response", parent)
 	}
 	st := res[1].Stat
 	return entry{key: r.Key, path: res[0].String, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: st.Pzxid}, nil
@@ -136,7 +133,7 @@ func (s *Store) create(r driver.Request) (entry, error) {
 // call at server time now (fresh: just created). e holds the key if it is
 // the lowest node. Otherwise the lowest node is dropped if its TTL ran out
 // (and settle looks again), or reported in a *lease.HeldError; a queued e
-// stays as the token's entry, any other fresh e is deleted.
+// stays as the token's entry, marked waiting; another fresh e is deleted.
 func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh bool, now int64) (driver.Grant, error) {
 	parent := s.parent(r.Key)
 	for range maxRounds {
@@ -152,29 +149,32 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		for i < len(nodes) && nodes[i].token != r.Token {
 			i++
 		}
-		if i == len(nodes) {
-			s.forget(r.Token)
+		switch {
+		case i == len(nodes):
+			s.remember(r.Token, nil)
 			return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
-		}
-		if p := parent + "/" + nodes[i].name; p != e.path {
+		case parent+"/"+nodes[i].name != e.path:
 			// An older node of the token (a create cut off by a connection
 			// loss, or another Store's): keep that one.
-			if now, err = s.adopt(r, &e, p); err != nil {
+			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
+			}
+			if e, err = s.read(r, parent+"/"+nodes[i].name, false); err == nil {
+				now, err = s.refresh(r, &e, false)
+			}
+			if err != nil {
 				return driver.Grant{}, err
 			}
 			fresh = false
 			continue
-		}
-		if i == 0 && e.marked {
+		case i == 0 && e.marked:
 			e.ahead = nil
 			return s.claim(r, e) // clear the mark
-		}
-		if i == 0 {
+		case i == 0:
 			e.held = true
-			s.remember(r.Token, e)
+			s.remember(r.Token, &e)
 			return driver.Grant{Fence: uint64(e.czxid)}, nil
-		}
-		if fresh && r.Queue && i > s.maxWaiters { // i-1 waiters and the holder ahead
+		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
 			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 			}
@@ -184,8 +184,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		data, st, err := s.conn.Get(low)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
-		}
-		if err != nil {
+		} else if err != nil {
 			return driver.Grant{}, fmt.Errorf("read %s: %w", redactPath(low), err)
 		}
 		d := decodeData(data)
@@ -201,12 +200,13 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		if r.Queue {
 			watched = parent + "/" + nodes[i-1].name
 		}
-		if gone, err := s.watch(r, watched); err != nil {
-			return driver.Grant{}, err
-		} else if gone {
+		if gone, err := s.watch(r, watched); err != nil || gone {
+			if err != nil {
+				return driver.Grant{}, err
+			}
 			continue
 		}
-		held := &lease.HeldError{Key: r.Key, Queued: i} // the lowest is a waiter's entry: the key is reserved
+		held := &lease.HeldError{Key: r.Key, Queued: i} // a waiting lowest node: reserved for it
 		if !d.Waiting {
 			held.Holder, held.Fence, held.Remaining, held.Queued = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now), i-1
 		}
@@ -220,7 +220,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			for _, n := range nodes[:i] {
 				e.ahead = append(e.ahead, parent+"/"+n.name)
 			}
-			s.remember(r.Token, e)
+			s.remember(r.Token, &e)
 		} else if fresh {
 			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
@@ -231,20 +231,6 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
 }
 
-// adopt deletes e's node, reads the token's node at p into e and refreshes
-// it; it returns the server's time of that write.
-func (s *Store) adopt(r driver.Request, e *entry, p string) (int64, error) {
-	if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return 0, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
-	}
-	data, st, err := s.conn.Get(p)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", redactPath(p), err)
-	}
-	*e = entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: decodeData(data).TTLms, czxid: st.Czxid}
-	return s.refresh(r, e, false)
-}
-
 // Inspect implements driver.Store: the lowest node of key, unless its TTL
 // ran out. A write to the key's parent comes first: it tells the server's
 // time, and the reads after it see every write completed before Inspect.
@@ -252,38 +238,31 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if _, err := s.usable(ctx); err != nil {
 		return driver.Info{}, err
 	}
-	parent, free := s.parent(key), driver.Info{Key: key}
+	parent := s.parent(key)
 	for range maxRounds {
 		pst, err := s.conn.Set(parent, nil, -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			return free, nil
-		}
-		if err != nil {
-			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
-		}
-		children, _, err := s.conn.Children(parent)
-		if errors.Is(err, zk.ErrNoNode) {
-			return free, nil
-		}
-		if err != nil {
-			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
+		var children []string
+		if err == nil {
+			children, _, err = s.conn.Children(parent)
 		}
 		nodes := sortNodes(children)
-		if len(nodes) == 0 {
-			return free, nil
+		if errors.Is(err, zk.ErrNoNode) || err == nil && len(nodes) == 0 {
+			return driver.Info{Key: key}, nil
 		}
-		data, st, err := s.conn.Get(parent + "/" + nodes[0].name)
+		var data []byte
+		st := &zk.Stat{}
+		if err == nil {
+			data, st, err = s.conn.Get(parent + "/" + nodes[0].name)
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
-		}
-		if err != nil {
+		} else if err != nil {
 			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
 		}
-		d := decodeData(data)
-		if d.Waiting || st.Mtime+d.TTLms <= pst.Mtime {
-			return driver.Info{Key: key, Fence: uint64(st.Czxid)}, nil
+		if d := decodeData(data); !d.Waiting && st.Mtime+d.TTLms > pst.Mtime {
+			return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, pst.Mtime)}, nil
 		}
-		return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, pst.Mtime)}, nil
+		return driver.Info{Key: key}, nil
 	}
 	return driver.Info{}, fmt.Errorf("zklease: inspect %q: the nodes kept changing", key)
 }

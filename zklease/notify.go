@@ -19,10 +19,9 @@ var errSubClosed = errors.New("zklease: subscription closed")
 // watch is a child watch on one node: it fires only when the node is
 // deleted (a data watch would fire on every renewal).
 type watch struct {
-	ch    <-chan zk.Event
-	key   string
-	path  string // a sequential node: its path is never reused
-	token string // the queued waiter behind it; "" for an unqueued try
+	ch   <-chan zk.Event
+	path string // a sequential node: its path is never reused
+	a    driver.Announcement
 }
 
 type subscription struct {
@@ -62,13 +61,12 @@ func (s *Store) watch(r driver.Request, path string) (gone bool, err error) {
 	_, _, ch, err := s.conn.ChildrenW(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return true, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return false, fmt.Errorf("watch %s: %w", redactPath(path), err)
 	}
-	w := watch{ch: ch, key: r.Key, path: path}
+	w := watch{ch: ch, path: path, a: driver.Announcement{Key: r.Key}}
 	if r.Queue {
-		w.token = r.Token
+		w.a.Next = r.Token // the waiter right behind the node
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,7 +81,7 @@ func (sub *subscription) add(w watch) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	for _, x := range sub.watches {
-		if x.path == w.path && x.token == w.token {
+		if x.path == w.path && x.a == w.a {
 			return
 		}
 	}
@@ -94,22 +92,19 @@ func (sub *subscription) add(w watch) {
 	}
 }
 
-// Next implements driver.Subscription: the key of a watched node once it is
-// deleted; Announcement.Next is the waiter queued right behind it. A watch
-// that ends without its event (the session expired) is an error: the
-// Client then wakes every waiter.
+// Next implements driver.Subscription: the announcement of a watched node
+// once it is deleted. A watch that ends without its event (the session
+// expired) is an error: the Client then wakes every waiter.
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
 		sub.mu.Lock()
-		watches := append([]watch(nil), sub.watches...)
-		sub.mu.Unlock()
-		cases := make([]reflect.SelectCase, 3, 3+len(watches))
-		cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
-		cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.done)}
-		cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}
-		for _, w := range watches {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.done)}, {Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}}
+		for _, w := range sub.watches {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.ch)})
 		}
+		watches := sub.watches
+		sub.mu.Unlock()
 		i, v, ok := reflect.Select(cases)
 		switch i {
 		case 0:
@@ -120,26 +115,20 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 			continue
 		}
 		w := watches[i-3]
-		sub.remove(w.ch)
-		if ok {
-			if ev := v.Interface().(zk.Event); ev.Type == zk.EventNotWatching {
-				return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.key, ev.Err)
+		sub.mu.Lock()
+		for k := range sub.watches {
+			if sub.watches[k].ch == w.ch {
+				sub.watches = append(sub.watches[:k:k], sub.watches[k+1:]...)
+				break
 			}
 		}
+		sub.mu.Unlock()
 		// A closed channel without a value: another subscription took the
-		// event. Announce the key all the same.
-		return driver.Announcement{Key: w.key, Next: w.token}, nil
-	}
-}
-
-func (sub *subscription) remove(ch <-chan zk.Event) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	for k, w := range sub.watches {
-		if w.ch == ch {
-			sub.watches = append(sub.watches[:k], sub.watches[k+1:]...)
-			return
+		// event. Announce it all the same.
+		if ev, _ := v.Interface().(zk.Event); ok && ev.Type == zk.EventNotWatching {
+			return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.a.Key, ev.Err)
 		}
+		return w.a, nil
 	}
 }
 

@@ -17,74 +17,74 @@ import (
 // node, which moves its mtime, the TTL's origin. One round trip for a lease
 // this Store granted; three otherwise (find the node, read it, write it).
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
-	if _, err := s.usable(ctx); err != nil {
-		return err
+	e, err := s.find(ctx, r)
+	if err == nil && !e.held {
+		err = fmt.Errorf("the token is queued, not holding: %w", lease.ErrNotHeld)
 	}
-	e, ok := s.remembered(r)
-	if !ok {
-		var err error
-		if e, err = s.lookup(r); err != nil {
-			return err
-		}
+	if err == nil {
+		_, err = s.refresh(r, &e, false)
 	}
-	if !e.held {
-		return fmt.Errorf("zklease: renew %q: the token is queued, not holding: %w", r.Key, lease.ErrNotHeld)
-	}
-	if _, err := s.refresh(r, &e, false); err != nil {
+	if err != nil {
 		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
 	}
-	s.remember(r.Token, e)
+	s.remember(r.Token, &e)
 	return nil
 }
 
-// lookup finds and reads r's node by its token; held if it is the lowest.
-func (s *Store) lookup(r driver.Request) (entry, error) {
+// find returns r's entry: the one this Store remembers, or else the token's
+// node found by listing the key's nodes (held if it is the lowest).
+func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
+	if _, err := s.usable(ctx); err != nil {
+		return entry{}, err
+	}
+	if e, ok := s.remembered(r); ok {
+		return e, nil
+	}
 	parent := s.parent(r.Key)
 	children, _, err := s.conn.Children(parent)
-	if errors.Is(err, zk.ErrNoNode) {
-		return entry{}, fmt.Errorf("zklease: %q has no holder: %w", r.Key, lease.ErrNotHeld)
-	}
-	if err != nil {
-		return entry{}, fmt.Errorf("zklease: list %s: %w", parent, err)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return entry{}, fmt.Errorf("list %s: %w", parent, err)
 	}
 	for i, n := range sortNodes(children) {
-		if n.token != r.Token {
-			continue
+		if n.token == r.Token {
+			return s.read(r, parent+"/"+n.name, i == 0)
 		}
-		p := parent + "/" + n.name
-		data, st, err := s.conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			break
-		}
-		if err != nil {
-			return entry{}, fmt.Errorf("zklease: read %s: %w", redactPath(p), err)
-		}
-		d := decodeData(data)
-		return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: i == 0 && !d.Waiting, marked: d.Waiting}, nil
 	}
-	return entry{}, fmt.Errorf("zklease: %q is not held by this token: %w", r.Key, lease.ErrNotHeld)
+	return entry{}, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
+}
+
+// read reads the node at p into an entry; held if it is the lowest and not
+// marked waiting.
+func (s *Store) read(r driver.Request, p string, lowest bool) (entry, error) {
+	data, st, err := s.conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return entry{}, fmt.Errorf("node %s gone: %w", redactPath(p), lease.ErrNotHeld)
+	} else if err != nil {
+		return entry{}, fmt.Errorf("read %s: %w", redactPath(p), err)
+	}
+	d := decodeData(data)
+	return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: lowest && !d.Waiting, marked: d.Waiting}, nil
 }
 
 // refresh writes r's data to e's node, version-checked, marked waiting or
-// not, and returns the server's time of the write.
+// not, and returns the server's time of the write. A version written by
+// another Store of the same token is read and written again.
 func (s *Store) refresh(r driver.Request, e *entry, waiting bool) (int64, error) {
-	e.marked = waiting
 	st, err := s.conn.Set(e.path, encodeData(r, waiting), e.version)
 	if errors.Is(err, zk.ErrBadVersion) {
-		// Written by another Store of the same token: read it and write again.
-		var data []byte
-		if data, st, err = s.conn.Get(e.path); err == nil {
-			e.version, e.mtime, e.ttlMs = st.Version, st.Mtime, decodeData(data).TTLms
+		var cur entry
+		if cur, err = s.read(r, e.path, e.held); err == nil {
+			e.version, e.mtime, e.ttlMs = cur.version, cur.mtime, cur.ttlMs
 			st, err = s.conn.Set(e.path, encodeData(r, waiting), e.version)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-		s.forget(r.Token)
+		s.remember(r.Token, nil)
 		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
-	}
-	if err != nil {
+	} else if err != nil {
 		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
 	}
+	e.marked = waiting
 	return st.Mtime, s.written(r, e, st)
 }
 
@@ -92,7 +92,7 @@ func (s *Store) refresh(r driver.Request, e *entry, waiting bool) (int64, error)
 // it landed: the lease (or queue entry) had expired, so the node goes.
 func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 	if st.Mtime >= e.mtime+e.ttlMs {
-		s.forget(r.Token)
+		s.remember(r.Token, nil)
 		_ = s.conn.Delete(e.path, st.Version) // else the next acquirer drops it
 		return errExpired
 	}
@@ -106,58 +106,41 @@ func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 // leases this Store does not know.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
-	var batch []renewItem
-	for i, r := range rs {
-		if e, ok := s.remembered(r); ok && e.held {
-			batch = append(batch, renewItem{i, e, encodeData(r, false)})
-		} else {
-			errs[i] = s.Renew(ctx, r)
-		}
-	}
-	for len(batch) > 0 {
-		if _, err := s.usable(ctx); err != nil {
-			for _, it := range batch {
-				errs[it.i] = err
+	var idx []int
+	var ents []entry
+	var ops []any
+	size := multiReqFixed
+	flush := func() {
+		res, err := s.conn.Multi(ops...)
+		for k, i := range idx {
+			if err != nil || len(res) != len(idx) || res[k].Stat == nil {
+				errs[i] = s.Renew(ctx, rs[i])
+			} else if werr := s.written(rs[i], &ents[k], res[k].Stat); werr != nil {
+				errs[i] = fmt.Errorf("zklease: renew %q: %w", rs[i].Key, werr)
+			} else {
+				s.remember(rs[i].Token, &ents[k])
 			}
-			break
 		}
-		n := multiFits(len(batch), func(k int) (int, int) { return len(batch[k].e.path), len(batch[k].data) })
-		s.renewMulti(ctx, rs, batch[:n], errs)
-		batch = batch[n:]
+		idx, ents, ops, size = nil, nil, nil, multiReqFixed
+	}
+	for i, r := range rs {
+		e, ok := s.remembered(r)
+		if _, err := s.usable(ctx); err != nil || !ok || !e.held {
+			errs[i] = s.Renew(ctx, r)
+			continue
+		}
+		data := encodeData(r, false)
+		if size += multiReqPerOp + len(e.path) + len(data); len(ops) > 0 && (size > multiBudget || len(ops) == maxMultiOps) {
+			flush()
+			size += multiReqPerOp + len(e.path) + len(data)
+		}
+		idx, ents = append(idx, i), append(ents, e)
+		ops = append(ops, &zk.SetDataRequest{Path: e.path, Data: data, Version: e.version})
+	}
+	if len(ops) > 0 {
+		flush()
 	}
 	return errs
-}
-
-type renewItem struct {
-	i    int // index in the requests
-	e    entry
-	data []byte
-}
-
-func (s *Store) renewMulti(ctx context.Context, rs []driver.Request, batch []renewItem, errs []error) {
-	ops := make([]any, len(batch))
-	for k, it := range batch {
-		ops[k] = &zk.SetDataRequest{Path: it.e.path, Data: it.data, Version: it.e.version}
-	}
-	res, err := s.conn.Multi(ops...)
-	if err != nil || len(res) != len(batch) {
-		for _, it := range batch {
-			errs[it.i] = s.Renew(ctx, rs[it.i])
-		}
-		return
-	}
-	for k, it := range batch {
-		r := rs[it.i]
-		if res[k].Stat == nil {
-			errs[it.i] = s.Renew(ctx, r)
-			continue
-		}
-		if werr := s.written(r, &it.e, res[k].Stat); werr != nil {
-			errs[it.i] = fmt.Errorf("zklease: renew %q: %w", r.Key, werr)
-			continue
-		}
-		s.remember(r.Token, it.e)
-	}
 }
 
 // The size of a renewal multi, from its jute encoding. ZooKeeper closes the
@@ -170,52 +153,29 @@ func (s *Store) renewMulti(ctx context.Context, rs []driver.Request, batch []ren
 // A multi is filled to 1 MiB − 64 KiB: the margin covers what wraps the
 // request when a follower forwards it to the leader.
 const (
-	juteMaxBuffer   = 0xfffff
-	multiBudget     = juteMaxBuffer - 64<<10
-	multiReqFixed   = 4 + 8 + 9
-	multiReqPerOp   = 9 + 4 + 4 + 4
-	multiRespFixed  = 4 + 16 + 9
-	multiRespPerOp  = 9 + 68
-	maxMultiOpCount = (multiBudget - multiRespFixed) / multiRespPerOp
+	multiBudget   = 0xfffff - 64<<10
+	multiReqFixed = 4 + 8 + 9
+	multiReqPerOp = 9 + 4 + 4 + 4
+	maxMultiOps   = (multiBudget - 4 - 16 - 9) / (9 + 68) // the response's bound
 )
-
-// multiFits returns how many of n renewals (the k-th with a path and data
-// of the given lengths) the next multi carries: at least one.
-func multiFits(n int, size func(k int) (path, data int)) int {
-	req, k := multiReqFixed, 0
-	for ; k < n && k < maxMultiOpCount; k++ {
-		p, d := size(k)
-		req += multiReqPerOp + p + d
-		if k > 0 && req > multiBudget {
-			break
-		}
-	}
-	return k
-}
 
 // Release implements driver.Store: it deletes the token's node, the
 // holder's or a queued entry (then lease.ErrNotHeld: it held nothing). The
 // deletion wakes the waiter queued behind it.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	if _, err := s.usable(ctx); err != nil {
-		return err
+	e, err := s.find(ctx, r)
+	if err == nil {
+		s.remember(r.Token, nil)
+		err = s.conn.Delete(e.path, -1)
 	}
-	e, ok := s.remembered(r)
-	if !ok {
-		var err error
-		if e, err = s.lookup(r); err != nil {
-			return err
-		}
-	}
-	s.forget(r.Token)
-	err := s.conn.Delete(e.path, -1)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return fmt.Errorf("zklease: release %q: node gone: %w", r.Key, lease.ErrNotHeld)
-	case err != nil:
+		err = fmt.Errorf("node gone: %w", lease.ErrNotHeld)
+	case err == nil && !e.held:
+		err = fmt.Errorf("the token left the queue: %w", lease.ErrNotHeld)
+	}
+	if err != nil {
 		return fmt.Errorf("zklease: release %q: %w", r.Key, err)
-	case !e.held:
-		return fmt.Errorf("zklease: release %q: the token left the queue: %w", r.Key, lease.ErrNotHeld)
 	}
 	return nil
 }

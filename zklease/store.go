@@ -59,47 +59,35 @@ type entry struct {
 // server negotiated, or less. A Store made by New cannot see session
 // events: its grants carry no Lost channel.
 func New(conn *zk.Conn, opts ...Option) (*Store, error) {
-	if conn == nil {
-		return nil, lease.Invalid("store", "nil *zk.Conn")
-	}
 	cfg, err := configure(opts)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if cfg.sessionTimeout <= 0 {
+	case conn == nil:
+		return nil, lease.Invalid("store", "nil *zk.Conn")
+	case cfg.sessionTimeout <= 0:
 		return nil, lease.Invalid("session timeout", "New needs WithSessionTimeout (the negotiated session timeout of conn)")
-	}
-	if !cfg.aclSet {
-		cfg.acl = zk.WorldACL(zk.PermAll)
 	}
 	return newStore(conn, false, cfg, cfg.sessionTimeout), nil
 }
 
 func configure(opts []Option) (config, error) {
-	cfg := config{root: DefaultRoot, maxWaiters: driver.DefaultMaxWaiters}
+	cfg := config{root: DefaultRoot, maxWaiters: driver.DefaultMaxWaiters, acl: zk.WorldACL(zk.PermAll)}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, lease.Invalid("option", "nil option")
 		}
 		o(&cfg)
 	}
-	if err := validRoot(cfg.root); err != nil {
-		return cfg, err
-	}
-	if cfg.aclSet && len(cfg.acl) == 0 {
+	switch r := cfg.root; {
+	case r == "/" || path.Clean(r) != r || !path.IsAbs(r) || strings.HasPrefix(r+"/", "/zookeeper/"):
+		return cfg, lease.Invalid("root", "%q is not a clean absolute znode path below / outside /zookeeper", r)
+	case len(cfg.acl) == 0:
 		return cfg, lease.Invalid("acl", "empty ACL")
-	}
-	if cfg.maxWaiters < 1 {
+	case cfg.maxWaiters < 1:
 		return cfg, lease.Invalid("max waiters", "%d is below 1", cfg.maxWaiters)
 	}
 	return cfg, nil
-}
-
-func validRoot(root string) error {
-	if root == "/" || path.Clean(root) != root || !path.IsAbs(root) || strings.HasPrefix(root+"/", "/zookeeper/") {
-		return lease.Invalid("root", "%q is not a clean absolute znode path below / outside /zookeeper", root)
-	}
-	return nil
 }
 
 func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store {
@@ -146,49 +134,45 @@ func checkRoot(conn *zk.Conn, root string) error {
 // and lets anyone do more than read it (ErrOpenRoot).
 func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, opts ...Option) (*Store, error) {
 	cfg, err := configure(opts)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if len(servers) == 0 {
+	case len(servers) == 0:
 		return nil, lease.Invalid("servers", "empty server list")
-	}
-	if sessionTimeout <= 0 {
+	case sessionTimeout <= 0:
 		return nil, lease.Invalid("session timeout", "%v is not positive", sessionTimeout)
 	}
 	w := &watcher{ready: make(chan struct{}), log: cfg.logger}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
-	dialer := cfg.dialer
-	if dialer == nil {
-		dialer = net.DialTimeout
+	if cfg.dialer == nil {
+		cfg.dialer = net.DialTimeout
 	}
 	conn, _, err := zk.Connect(servers, sessionTimeout,
-		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(dialer))
+		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(cfg.dialer))
 	if err != nil {
 		return nil, fmt.Errorf("zklease: connect: %w", err)
 	}
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-		conn.Close()
-		return nil, fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
+		err = fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
 	}
 	for _, a := range cfg.auth {
-		if err = conn.AddAuth(a.scheme, a.auth); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
+		if err == nil {
+			if err = conn.AddAuth(a.scheme, a.auth); err != nil {
+				err = fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
+			}
 		}
 	}
-	if !cfg.aclSet && len(cfg.auth) > 0 {
-		cfg.acl, cfg.aclSet = zk.AuthACL(zk.PermAll), true
-		if err := checkRoot(conn, cfg.root); err != nil {
-			conn.Close()
-			return nil, err
-		}
+	if err == nil && !cfg.aclSet && len(cfg.auth) > 0 {
+		cfg.acl = zk.AuthACL(zk.PermAll)
+		err = checkRoot(conn, cfg.root)
 	}
-	if !cfg.aclSet {
-		cfg.acl = zk.WorldACL(zk.PermAll)
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -218,8 +202,7 @@ func (w *watcher) Printf(format string, args ...any) {
 	if format == authenticatedFormat && len(args) == 2 {
 		if ms, ok := args[1].(int32); ok && ms > 0 {
 			w.mu.Lock()
-			first := w.negotiated == 0
-			if first {
+			if w.negotiated == 0 {
 				w.negotiated = time.Duration(ms) * time.Millisecond
 				close(w.ready)
 			}
@@ -229,8 +212,7 @@ func (w *watcher) Printf(format string, args ...any) {
 	w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
 }
 
-// event is the connection's event callback: a session expiry ends the
-// grants made in that session (their ephemeral nodes are gone).
+// event is the connection's event callback.
 func (w *watcher) event(ev zk.Event) {
 	w.mu.Lock()
 	s := w.store
@@ -300,27 +282,25 @@ func (s *Store) usable(ctx context.Context) (<-chan struct{}, error) {
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
 
-func (s *Store) remember(token string, e entry) {
+// remember records e as r's entry, or forgets r's entry if e is nil.
+func (s *Store) remember(token string, e *entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.entries[token] = &e
+	if e == nil {
+		delete(s.entries, token)
+	} else {
+		s.entries[token] = e
+	}
 }
 
 // remembered returns a copy of r's entry, if the Store has one for r.Key.
 func (s *Store) remembered(r driver.Request) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.entries[r.Token]
-	if !ok || e.key != r.Key {
-		return entry{}, false
+	if e, ok := s.entries[r.Token]; ok && e.key == r.Key {
+		return *e, true
 	}
-	return *e, true
-}
-
-func (s *Store) forget(token string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.entries, token)
+	return entry{}, false
 }
 
 // ensureParent creates key's parent, a container node (the server deletes
@@ -328,11 +308,11 @@ func (s *Store) forget(token string) {
 func (s *Store) ensureParent(parent string) error {
 	_, err := s.conn.CreateContainer(parent, nil, zk.FlagContainer, s.acl)
 	if errors.Is(err, zk.ErrNoNode) {
-		p := ""
-		for _, seg := range strings.Split(s.root[1:], "/") {
-			p += "/" + seg
-			if _, err := s.conn.Create(p, nil, zk.FlagPersistent, s.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				return fmt.Errorf("zklease: create %s: %w", p, err)
+		for i := 1; i <= len(s.root); i++ {
+			if i == len(s.root) || s.root[i] == '/' {
+				if _, err := s.conn.Create(s.root[:i], nil, zk.FlagPersistent, s.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+					return fmt.Errorf("zklease: create %s: %w", s.root[:i], err)
+				}
 			}
 		}
 		_, err = s.conn.CreateContainer(parent, nil, zk.FlagContainer, s.acl)
