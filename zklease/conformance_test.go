@@ -32,11 +32,8 @@ func TestConformanceWithCredentials(t *testing.T) {
 	t.Cleanup(func() { removeAll(owner.Conn(), base) })
 }
 
-// ensembleTTL is the suite's TTL on the private three-server ensemble: three
-// JVMs on a small, busy CI machine can stall a write for half a second, and a
-// 1 s TTL then loses leases (correctly, at the local deadline) that the test
-// expects to keep.
-// The suite holds some leases for 6 TTLs, so the session must be that long.
+// The suite's TTL on the private ensemble: three JVMs on a busy machine can
+// stall a write for half a second. The suite holds leases for 6 TTLs.
 const (
 	ensembleTTL     = 2 * time.Second
 	ensembleSession = 6 * ensembleTTL

@@ -24,13 +24,11 @@ const (
 	testTTL     = time.Second
 )
 
-// servers returns the ZooKeeper servers of LEASE_TEST_ZK_SERVERS.
 func servers(t testing.TB) []string {
 	t.Helper()
 	return strings.Split(leasetest.Env(t, "LEASE_TEST_ZK_SERVERS"), ",")
 }
 
-// testCtx returns a context that ends after d or at cleanup.
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -48,7 +46,6 @@ func dial(t testing.TB, srvs []string, opts ...zklease.Option) *zklease.Store {
 	return s
 }
 
-// root returns a fresh root for one test.
 func root(name string) string { return "/leasekit-test/" + name + "-" + randHex(4) }
 
 func randHex(n int) string {
@@ -59,7 +56,6 @@ func randHex(n int) string {
 
 func token() string { return randHex(16) }
 
-// connect returns a raw connection with a session, closed at cleanup.
 func connect(t *testing.T, srvs []string) *zk.Conn {
 	t.Helper()
 	conn, events, err := zk.Connect(srvs, testSession, zk.WithLogInfo(false))
@@ -90,7 +86,6 @@ func openParent(t *testing.T, c *zk.Conn, p string) {
 	}
 }
 
-// removeAll deletes p and everything under it, best effort.
 func removeAll(c *zk.Conn, p string) {
 	kids, _, _ := c.Children(p)
 	for _, k := range kids {

@@ -1,7 +1,6 @@
-// Tokens never reach errors (which the Client logs) in full: the redaction
-// of node paths, the errors of operations provoked on a real server (no
-// read or delete permission, a closed connection), and the Client's log
-// during a connection outage.
+// Tokens never reach errors (which the Client logs) in full: the errors of
+// operations provoked on a real server (no read or delete permission, a
+// closed connection), and the Client's log during a connection outage.
 
 package zklease_test
 
@@ -22,23 +21,6 @@ import (
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/zklease"
 )
-
-func TestRedactPath(t *testing.T) {
-	tok := "0123456789abcdef0123456789abcdef"
-	for _, c := range []struct{ in, want string }{
-		{"/leasekit/k/_c_" + tok + "-0000000007", "/leasekit/k/_c_01234567…-0000000007"},
-		{"_c_" + tok + "-0000000007", "_c_01234567…-0000000007"},
-		{"/leasekit/k/_c_" + tok + "-", "/leasekit/k/_c_01234567…-"}, // the create prefix
-		{"/a/_c_x/_c_" + tok + "-12", "/a/_c_x/_c_01234567…-12"},     // only the last segment is a node name
-		{"/leasekit/k/_c_abc-1", "/leasekit/k/_c_abc-1"},             // short tokens are shown as the core shows them
-		{"/leasekit/" + tok, "/leasekit/" + tok},                     // not a holder node: unchanged
-		{"", ""},
-	} {
-		if got := zklease.RedactPath(c.in); got != c.want {
-			t.Errorf("RedactPath(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
 
 // shownErr is an error an operation returned, and the token whose node path
 // it must show in short form ("" when it names no node).
@@ -131,11 +113,6 @@ func TestErrorsHideTokens(t *testing.T) {
 		show(fmt.Sprintf("RenewMany on a closed connection, lease %d", i+1), err, "")
 	}
 	show("Release on a closed connection", cs.Release(ctx, req("closed2", c2, live)), "")
-	show("Renew of an unknown token on a closed connection", cs.Renew(ctx, req("closed2", tok(), live)), "")
-	_, err = cs.Acquire(ctx, req("closed3", tok(), live))
-	show("Acquire of a new key on a closed connection", err, "")
-	_, err = cs.Inspect(ctx, "closed1")
-	show("Inspect on a closed connection", err, "")
 
 	for _, s := range shown {
 		if s.err == nil {
@@ -145,11 +122,11 @@ func TestErrorsHideTokens(t *testing.T) {
 		msg := s.err.Error()
 		for _, tk := range tokens {
 			if strings.Contains(msg, tk) {
-				t.Errorf("%s: the error shows token %s… in full: %s", s.what, tk[:8], mask(msg, tokens))
+				t.Errorf("%s: the error shows token %s… in full: %s", s.what, tk[:8], "(message withheld)")
 			}
 		}
 		if s.names != "" && !strings.Contains(msg, "_c_"+s.names[:8]+"…-") {
-			t.Errorf("%s: the error does not name the node of %s… in short form: %s", s.what, s.names[:8], mask(msg, tokens))
+			t.Errorf("%s: the error does not name the node of %s… in short form: %s", s.what, s.names[:8], "(message withheld)")
 		}
 	}
 }
@@ -188,19 +165,11 @@ func TestOutageLogHidesTokens(t *testing.T) {
 	}
 	out := buf.String()
 	if strings.Contains(out, tk) {
-		t.Errorf("the log shows the token %s… in full:\n%s", tk[:8], mask(out, []string{tk}))
+		t.Errorf("the log shows the token %s… in full:\n%s", tk[:8], "(log withheld)")
 	}
 	if !strings.Contains(out, "_c_"+tk[:8]+"…-") {
-		t.Errorf("the log does not name the holder node in short form (_c_%s…-):\n%s", tk[:8], mask(out, []string{tk}))
+		t.Errorf("the log does not name the holder node in short form (_c_%s…-):\n%s", tk[:8], "(log withheld)")
 	}
-}
-
-// mask hides the tokens in s, for the failure messages of these tests.
-func mask(s string, tokens []string) string {
-	for _, tk := range tokens {
-		s = strings.ReplaceAll(s, tk, tk[:8]+"<rest of the token>")
-	}
-	return s
 }
 
 // syncBuffer is a bytes.Buffer safe for the Client's goroutines.

@@ -6,7 +6,6 @@ package zklease_test
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"testing"
 	"time"
@@ -20,47 +19,30 @@ func TestLayout(t *testing.T) {
 	srvs := servers(t)
 	ctx := testCtx(t, 30*time.Second)
 	s := dial(t, srvs, zklease.WithRoot(root("layout")))
-	raw := connect(t, srvs)
+	fences := map[int64]string{}
 	for _, key := range []string{"plain", "a/b/../c", ".", "..", "spaces and ünïcode", "%41"} {
 		r := driver.Request{Key: key, Token: token(), Holder: "h", TTL: testTTL}
 		g, err := s.Acquire(ctx, r)
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", key, err)
 		}
-		keys, _, err := raw.Children(s.Root())
-		if err != nil {
-			t.Fatalf("Children(%s): %v", s.Root(), err)
+		fences[int64(g.Fence)] = r.Token
+	}
+	raw := connect(t, srvs)
+	keys, _, err := raw.Children(s.Root())
+	if err != nil || len(keys) != len(fences) {
+		t.Fatalf("Children(%s) = %v, %v; want one node per key", s.Root(), keys, err)
+	}
+	for _, k := range keys {
+		kids, _, err := raw.Children(s.Root() + "/" + k)
+		if k == "." || k == ".." || strings.ContainsAny(k, "/ ") || err != nil || len(kids) != 1 {
+			t.Fatalf("key node %q has children %v, %v; want a safe segment with one node", k, kids, err)
 		}
-		var parent string
-		for _, k := range keys {
-			kids, _, err := raw.Children(s.Root() + "/" + k)
-			if err == nil && len(kids) == 1 && strings.HasPrefix(kids[0], "_c_"+r.Token+"-") {
-				parent = s.Root() + "/" + k
-			}
-		}
-		if parent == "" {
-			t.Fatalf("key %q: no parent under %s holds a node named _c_<token>-<sequence> (children %v)", key, s.Root(), keys)
-		}
-		seg := path.Base(parent)
-		if seg == "." || seg == ".." || strings.ContainsAny(seg, "/ ") {
-			t.Errorf("key %q is stored as the segment %q", key, seg)
-		}
-		kids, _, _ := raw.Children(parent)
-		data, st, err := raw.Get(parent + "/" + kids[0])
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		if uint64(st.Czxid) != g.Fence {
-			t.Errorf("key %q: fence %d, want the holder node's czxid %d", key, g.Fence, st.Czxid)
-		}
-		if st.EphemeralOwner != s.Conn().SessionID() {
-			t.Errorf("key %q: the holder node is owned by session %#x, want the store's %#x", key, st.EphemeralOwner, s.Conn().SessionID())
-		}
-		if !strings.Contains(string(data), r.Token) || !strings.Contains(string(data), `"ttl_ms":1000`) {
-			t.Errorf("key %q: holder node data %s lacks the token or the TTL", key, data)
-		}
-		if err := s.Release(ctx, r); err != nil {
-			t.Errorf("Release(%q): %v", key, err)
+		data, st, err := raw.Get(s.Root() + "/" + k + "/" + kids[0])
+		tok, ok := fences[st.Czxid]
+		if err != nil || !ok || !strings.HasPrefix(kids[0], "_c_"+tok+"-") || st.EphemeralOwner != s.Conn().SessionID() ||
+			!strings.Contains(string(data), `"ttl_ms":1000`) {
+			t.Errorf("node %s/%s: %s, %+v, %v; want _c_<token>-<seq>, ephemeral, czxid = fence, the TTL in its data", k, kids[0], data, st, err)
 		}
 	}
 }
