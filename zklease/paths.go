@@ -35,25 +35,15 @@ func escapeKey(key string) string {
 	return b.String()
 }
 
-// redactPath shortens the token in p's last segment, if it is a node name
-// "_c_<token>-<sequence>", to its first 8 characters and "…", as the
+// redactPath shortens the token in p, a node path or name
+// ".../_c_<token>-<sequence>", to its first 8 characters and "…", as the
 // Client's logs show tokens: errors never reveal one.
 func redactPath(p string) string {
-	dir, name := "", p
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		dir, name = p[:i+1], p[i+1:]
+	i := strings.LastIndex("/"+p, "/"+nodePrefix) + len(nodePrefix) // the token's start
+	if j := strings.LastIndexByte(p, '-'); i >= len(nodePrefix) && j > i+8 {
+		return p[:i+8] + "…" + p[j:]
 	}
-	if !strings.HasPrefix(name, nodePrefix) {
-		return p
-	}
-	tok, suffix := name[len(nodePrefix):], ""
-	if i := strings.LastIndexByte(tok, '-'); i >= 0 {
-		tok, suffix = tok[:i], tok[i:]
-	}
-	if len(tok) > 8 {
-		tok = tok[:8] + "…"
-	}
-	return dir + nodePrefix + tok + suffix
+	return p
 }
 
 // node is one child of a key's parent, parsed from its name.
