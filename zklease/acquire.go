@@ -36,10 +36,12 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	g, err := s.acquire(ctx, r)
 	var held *lease.HeldError
 	var full *lease.QueueFullError
-	if err != nil && !errors.As(err, &held) && !errors.As(err, &full) {
-		return g, fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
+	switch {
+	case err == nil:
+		g.Lost = lost
+	case !errors.As(err, &held) && !errors.As(err, &full):
+		err = fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
-	g.Lost = lost
 	return g, err
 }
 
