@@ -2,23 +2,17 @@ package lease
 
 import "time"
 
-// Clock is the Client's source of time. Tests inject a fake one with
-// [WithClock]; the default is the system's monotonic clock. All of the
-// Client's timing (deadlines, heartbeats, waiting) goes through it.
+// Clock is the source of all of a Client's timing (see [WithClock]). Now
+// should carry a monotonic reading, as time.Now does.
 type Clock interface {
-	// Now returns the current time. Durations are measured between two Now
-	// values, so a Clock should carry a monotonic reading as time.Now does.
 	Now() time.Time
-	// NewTimer returns a timer that fires once after d.
 	NewTimer(d time.Duration) Timer
 }
 
 // Timer is a one-shot timer made by a Clock.
 type Timer interface {
-	// C delivers the time when the timer fires.
 	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it was active.
-	Stop() bool
+	Stop() bool // as time.Timer's
 }
 
 // SystemClock returns the Clock backed by package time.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,6 @@ import (
 var errDeadline = errors.New("no successful renewal before the local deadline")
 
 func (c *Client) heartbeat() {
-	defer c.wg.Done()
 	for {
 		next := c.tick()
 		before := c.clock.Now()
@@ -49,14 +49,14 @@ func (c *Client) heartbeat() {
 func (c *Client) kickLocked(at time.Time) {
 	if at.Before(c.wakeAt) {
 		c.wakeAt = at
-		c.kick()
+		signal(c.wake)
 	}
 }
 
-// kick wakes the heartbeat to re-plan.
-func (c *Client) kick() {
+// signal sends on ch, a channel of capacity 1, unless it is full.
+func signal(ch chan struct{}) {
 	select {
-	case c.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -69,8 +69,7 @@ func (c *Client) tick() time.Time {
 	// than the planned wake, and its acquisition need not wake the
 	// heartbeat (a goroutine switch and a new timer per acquisition).
 	next := now.Add(c.idle)
-	var due []*Lease
-	var lost []*Lease
+	var due, lost []*Lease
 	var evs []Event
 
 	c.mu.Lock()
@@ -104,9 +103,7 @@ func (c *Client) tick() time.Time {
 		}
 		at := l.nextRenew
 		if align && l.failures == 0 {
-			if early := l.lastRenew.Add(l.p.renew / 3); early.Before(at) {
-				at = early
-			}
+			at = l.lastRenew.Add(l.p.renew / 3)
 		}
 		if !now.Before(at) {
 			l.inflight = make(chan struct{})
@@ -132,7 +129,12 @@ func (c *Client) tick() time.Time {
 // renew renews due leases in the background: one round trip for all of them
 // with a batching store, one call per lease otherwise.
 func (c *Client) renew(sent time.Time, due []*Lease) {
-	timeout := renewTimeout(sent, due)
+	// No later than the earliest deadline (the leases are lost then anyway),
+	// no longer than a renew interval (a hung call leaves time to retry).
+	timeout := time.Duration(1<<63 - 1)
+	for _, l := range due {
+		timeout = max(min(timeout, l.deadline.Sub(sent), l.p.renew), time.Millisecond)
+	}
 	if c.batch != nil && len(due) > 1 {
 		reqs := make([]driver.Request, len(due))
 		for i, l := range due {
@@ -143,11 +145,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 			defer cancel()
 			errs := c.batch.RenewMany(ctx, reqs)
 			if len(errs) != len(reqs) {
-				err := errors.New("lease: store's RenewMany returned the wrong number of results")
-				errs = make([]error, len(reqs))
-				for i := range errs {
-					errs[i] = err
-				}
+				errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
 			}
 			c.renewed(sent, due, errs)
 		})
@@ -177,17 +175,6 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 // that cannot batch.
 const renewWorkers = 16
 
-// renewTimeout bounds a renewal: no later than the earliest deadline among the
-// leases (they are lost then anyway) and no longer than a renew interval, so a
-// hung call leaves time to retry.
-func renewTimeout(now time.Time, ls []*Lease) time.Duration {
-	d := time.Duration(1<<63 - 1)
-	for _, l := range ls {
-		d = min(d, l.deadline.Sub(now), l.p.renew)
-	}
-	return max(d, time.Millisecond)
-}
-
 // renewed applies the results of a renewal sent at sent.
 func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	now := c.clock.Now()
@@ -196,16 +183,13 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	for i, l := range ls {
 		close(l.inflight)
 		l.inflight = nil
-		if l.state != stateHeld {
+		if l.err != nil {
 			continue
 		}
-		err := errs[i]
-		switch {
+		switch err := errs[i]; {
 		case err == nil:
-			l.failures = 0
-			l.lastRenew = sent
-			l.deadline = sent.Add(l.p.ttl - l.p.drift)
-			l.nextRenew = sent.Add(l.p.renew)
+			l.failures, l.lastRenew = 0, sent
+			l.deadline, l.nextRenew = sent.Add(l.p.ttl-l.p.drift), sent.Add(l.p.renew)
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewed, now)
 			ev.Latency = now.Sub(sent)
@@ -213,8 +197,7 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 		case errors.Is(err, ErrNotHeld):
 			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
 		default:
-			l.failures++
-			l.lastFailure = err
+			l.failures, l.lastFailure = l.failures+1, err
 			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewFailed, now)

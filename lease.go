@@ -10,17 +10,8 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-type leaseState int
-
-const (
-	stateHeld leaseState = iota
-	stateLost
-	stateReleased
-)
-
-// Lease is one held lease. The Client renews it in the background until it is
-// released or lost. Use Context (or Done) to stop work when it is lost, and
-// Fence in writes to the resource it protects.
+// Lease is one held lease, renewed by its Client until it is released or
+// lost. Stop work when Done closes; pass Fence with writes.
 type Lease struct {
 	c      *Client
 	req    driver.Request
@@ -30,8 +21,7 @@ type Lease struct {
 	cancel context.CancelCauseFunc
 
 	// Guarded by c.mu.
-	state       leaseState
-	err         error
+	err         error         // nil while held
 	lastRenew   time.Time     // send time of the last successful acquire/renew
 	deadline    time.Time     // lastRenew + TTL - drift: lost at this instant
 	nextRenew   time.Time     // when the heartbeat renews next
@@ -45,84 +35,65 @@ func newLease(c *Client, req driver.Request, p params, fence uint64, sent time.T
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
-		lastRenew: sent,
-		deadline:  sent.Add(p.ttl - p.drift),
-		nextRenew: sent.Add(p.renew),
+		lastRenew: sent, deadline: sent.Add(p.ttl - p.drift), nextRenew: sent.Add(p.renew),
 	}
 }
 
 // Key returns the lease's key.
 func (l *Lease) Key() string { return l.req.Key }
 
-// Token returns the holder's unique token (128 bits from crypto/rand, hex).
+// Token returns the holder's unique random token.
 func (l *Lease) Token() string { return l.req.Token }
 
-// Holder returns the holder's identity (for a semaphore slot, without the
-// annotation the store keeps beside it).
+// Holder returns the holder's identity.
 func (l *Lease) Holder() string { return l.p.holder }
 
 // TTL returns the lease's TTL.
 func (l *Lease) TTL() time.Duration { return l.p.ttl }
 
-// Fence returns the fencing token: strictly larger than the fence of every
-// earlier holder of the key. Pass it with every write to the protected
-// resource and have the resource reject a write whose fence is smaller than
-// the largest it has seen.
+// Fence returns the fencing token (see the package doc).
 func (l *Lease) Fence() uint64 { return l.fence }
 
-// Context returns a context that is cancelled when the lease is lost or
-// released; context.Cause tells which (an error matching ErrLost or
-// ErrReleased). It does not derive from the ctx given to Acquire.
+// Context returns a context cancelled when the lease is lost or released,
+// with Err as its cause.
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Done is closed when the lease is lost or released.
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
-// Err returns nil while the lease is held, an error matching ErrLost (a
-// *LostError) after it was lost, and ErrReleased after it was released.
+// Err returns nil while the lease is held, then a *LostError or ErrReleased.
 func (l *Lease) Err() error {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
 	return l.err
 }
 
-// Remaining returns a conservative estimate of the time the lease is still
-// held, by the local monotonic clock: the time until the local deadline (the
-// send time of the last successful renewal + TTL - drift margin). It is 0 once
-// the lease is lost or released.
+// Remaining returns the time until the local deadline (the send time of the
+// last renewal + TTL - drift margin), 0 once the lease is lost or released.
 func (l *Lease) Remaining() time.Duration {
 	now := l.c.clock.Now()
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
-	if l.state != stateHeld {
+	if l.err != nil {
 		return 0
 	}
 	return max(l.deadline.Sub(now), 0)
 }
 
-// Release stops the heartbeat, waits for an in-flight renewal to finish and
-// deletes the lease from the store if it still holds this token. Releasing
-// twice returns an error matching ErrReleased; releasing a lost lease returns
-// its ErrLost error; if the store no longer had the token the error matches
-// ErrNotHeld. Another holder's lease is never touched.
+// Release frees the key in the store if it still holds this token. The
+// error matches ErrReleased for a second Release, ErrLost for a lost lease,
+// ErrNotHeld if the store no longer had the token.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
 	c.mu.Lock()
-	switch l.state {
-	case stateReleased:
-		c.mu.Unlock()
-		return fmt.Errorf("lease: release %q: %w", l.req.Key, ErrReleased)
-	case stateLost:
-		err := l.err
+	if err := l.err; err != nil {
 		c.mu.Unlock()
 		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
 	}
-	l.state = stateReleased
 	l.err = ErrReleased
 	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
-	inflight := l.inflight
-	deadline := l.deadline
+	inflight, deadline := l.inflight, l.deadline
 	c.mu.Unlock()
 	l.cancel(ErrReleased)
 	if inflight != nil {
@@ -172,12 +143,11 @@ func (c *Client) releaseStore(ctx context.Context, req driver.Request, deadline 
 // store may not know about yet, it also frees the token in the store.
 func (c *Client) lose(l *Lease, reason LossReason, cause error) {
 	c.mu.Lock()
-	if l.state != stateHeld {
+	if l.err != nil {
 		c.mu.Unlock()
 		return
 	}
-	ev := c.loseLocked(l, reason, cause)
-	c.unlockEmit(ev)
+	c.unlockEmit(c.loseLocked(l, reason, cause))
 	if reason != LossNotHeld {
 		c.cleanup(l.req)
 	}
@@ -186,14 +156,12 @@ func (c *Client) lose(l *Lease, reason LossReason, cause error) {
 // loseLocked marks l lost; the caller holds c.mu and must deliver the event.
 func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	err := &LostError{Key: l.req.Key, Reason: reason, Err: cause}
-	l.state = stateLost
 	l.err = err
 	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
 	l.cancel(err)
 	ev := l.event(EventLost, c.clock.Now())
-	ev.Reason = reason
-	ev.Err = cause
+	ev.Reason, ev.Err = reason, cause
 	c.log.Warn("lease: lost", "key", l.req.Key, "fence", l.fence, "reason", string(reason), "err", cause)
 	return ev
 }
@@ -201,24 +169,3 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 func (l *Lease) event(kind EventKind, at time.Time) Event {
 	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at}
 }
-
-// LostError reports why a lease was lost. It matches ErrLost.
-type LostError struct {
-	Key    string
-	Reason LossReason
-	// Err is the underlying cause (the last renewal error, ErrNotHeld, ...).
-	Err error
-}
-
-func (e *LostError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("lease: %q lost (%s)", e.Key, e.Reason)
-	}
-	return fmt.Sprintf("lease: %q lost (%s): %v", e.Key, e.Reason, e.Err)
-}
-
-// Is reports whether target is ErrLost.
-func (e *LostError) Is(target error) bool { return target == ErrLost }
-
-// Unwrap returns the cause.
-func (e *LostError) Unwrap() error { return e.Err }

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,19 +10,12 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Defaults.
+// Limits and defaults; a store may narrow the limits (driver.Caps).
 const (
-	// DefaultTTL is the lease TTL when WithTTL is not given.
-	DefaultTTL = 10 * time.Second
-	// MinTTL is the shortest TTL the Client accepts; a store may require more.
-	MinTTL = 10 * time.Millisecond
-	// MaxKeyLen is the longest key, in bytes, the Client accepts; a store may
-	// allow less.
-	MaxKeyLen = 512
-	// MaxHolderLen is the longest holder identity, in bytes, the Client
-	// accepts and every store keeps (see [CheckHolder]).
-	MaxHolderLen = 512
-	// MinRenewInterval is the shortest renew interval the Client accepts.
+	DefaultTTL       = 10 * time.Second
+	MinTTL           = 10 * time.Millisecond
+	MaxKeyLen        = 512 // bytes
+	MaxHolderLen     = 512 // bytes
 	MinRenewInterval = time.Millisecond
 )
 
@@ -32,7 +26,7 @@ type params struct {
 	drift    time.Duration // valid when driftSet
 	driftSet bool          // WithDriftMargin was given
 	holder   string
-	tag      string // appended to holder in the store (a semaphore's " [sem n=N]"); no option sets it
+	tag      string // follows holder in the store (a semaphore's n)
 }
 
 type config struct {
@@ -50,8 +44,7 @@ type Option interface{ applyClient(*config) }
 // AcquireOption configures one acquisition, overriding the Client's setting.
 type AcquireOption interface{ applyAcquire(*params) }
 
-// LeaseOption is an option that applies to a Client (as its default) and to a
-// single acquisition.
+// LeaseOption is an option for a Client (its default) or one acquisition.
 type LeaseOption func(*params)
 
 func (o LeaseOption) applyClient(c *config)  { o(&c.params) }
@@ -61,9 +54,8 @@ type clientOption func(*config)
 
 func (o clientOption) applyClient(c *config) { o(c) }
 
-// WithTTL sets the lease TTL (default 10s): how long the store keeps a lease
-// whose holder stopped renewing. It bounds the fail-over time after a crash.
-// On an acquisition, 0 means the Client's TTL.
+// WithTTL sets the lease TTL: how long the store keeps a lease whose holder
+// stopped renewing. On an acquisition, 0 means the Client's TTL.
 func WithTTL(d time.Duration) LeaseOption { return func(p *params) { p.ttl = d } }
 
 // WithRenewInterval sets the heartbeat period (default TTL/3). It must be
@@ -71,75 +63,56 @@ func WithTTL(d time.Duration) LeaseOption { return func(p *params) { p.ttl = d }
 func WithRenewInterval(d time.Duration) LeaseOption { return func(p *params) { p.renew = d } }
 
 // WithDriftMargin sets how much earlier than the store's expiry the Client
-// considers a lease lost, to absorb clock-rate differences and scheduling
-// delays of the heartbeat goroutine (default TTL/10 + 1ms). A larger margin
-// only makes a stalled holder give up earlier; it never risks safety.
+// considers a lease lost (default TTL/10 + 1ms), to absorb clock-rate
+// differences and scheduling delays.
 func WithDriftMargin(d time.Duration) LeaseOption {
 	return func(p *params) { p.drift, p.driftSet = d, true }
 }
 
-// WithHolder sets the human-readable identity stored beside the token (default
-// "hostname:pid"). It is shown to other clients in HeldError and Inspect.
+// WithHolder sets the identity stored beside the token (default
+// "hostname:pid"), shown to others in HeldError and Inspect.
 func WithHolder(h string) LeaseOption { return func(p *params) { p.holder = h } }
 
-// WithObserver adds an Observer that receives lease events. Observers add
-// up: given more than once (a metrics collector and a tracer, say), each
-// observer receives every event, in the order the options were given.
+// WithObserver adds an Observer of lease events; each observer given
+// receives every event, in the order given.
 func WithObserver(o Observer) Option {
 	return clientOption(func(c *config) {
-		if o == nil {
-			c.errs = append(c.errs, Invalid("observer", "nil observer"))
-			return
-		}
 		c.observers = append(c.observers, o)
+		c.nonNil(o != nil, "observer")
 	})
 }
 
 // WithLogger sets the logger (default: discard). Tokens are never logged in full.
 func WithLogger(l *slog.Logger) Option {
-	return clientOption(func(c *config) {
-		if l == nil {
-			c.errs = append(c.errs, Invalid("logger", "nil logger"))
-		}
-		c.logger = l
-	})
+	return clientOption(func(c *config) { c.logger = l; c.nonNil(l != nil, "logger") })
 }
 
-// WithFIFO sets whether Acquire waits in the store's FIFO queue of waiters
-// (default true, with stores that implement Queuer). With false, waiters race
-// for a released key and the releaser may take it again at once: more
-// acquisitions per second under contention, but no bound on a waiter's wait.
+// WithFIFO(false) makes waiters race for a released key instead of queueing
+// in a FIFO store: more throughput under contention, no bound on a wait.
 func WithFIFO(enabled bool) Option {
 	return clientOption(func(c *config) { c.fifo = enabled })
 }
 
 // WithClock sets the Client's clock (default: the system clock).
 func WithClock(clk Clock) Option {
-	return clientOption(func(c *config) {
-		if clk == nil {
-			c.errs = append(c.errs, Invalid("clock", "nil clock"))
-		}
-		c.clock = clk
-	})
+	return clientOption(func(c *config) { c.clock = clk; c.nonNil(clk != nil, "clock") })
+}
+
+func (c *config) nonNil(ok bool, what string) {
+	if !ok {
+		c.errs = append(c.errs, Invalid(what, "nil %s", what))
+	}
 }
 
 func defaultHolder() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "unknown"
-	}
-	return fmt.Sprintf("%s:%d", h, os.Getpid())
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", cmp.Or(h, "unknown"), os.Getpid())
 }
 
 // resolve fills defaults in p and validates it against the store's limits.
 func (p params) resolve(lim driver.Caps) (params, error) {
-	if p.ttl == 0 {
-		p.ttl = DefaultTTL
-	}
-	minTTL := MinTTL
-	if lim.MinTTL > minTTL {
-		minTTL = lim.MinTTL
-	}
+	p.ttl = cmp.Or(p.ttl, DefaultTTL)
+	minTTL := max(MinTTL, lim.MinTTL)
 	if p.ttl < minTTL {
 		return p, Invalid("ttl", "%v is below the minimum %v", p.ttl, minTTL)
 	}
@@ -155,9 +128,7 @@ func (p params) resolve(lim driver.Caps) (params, error) {
 	if p.drift >= p.ttl/2 {
 		return p, Invalid("drift margin", "%v must be below half the TTL %v", p.drift, p.ttl)
 	}
-	if p.renew == 0 {
-		p.renew = p.ttl / 3
-	}
+	p.renew = cmp.Or(p.renew, p.ttl/3)
 	if p.renew < MinRenewInterval {
 		return p, Invalid("renew interval", "%v is below the minimum %v (the heartbeat would spin)", p.renew, MinRenewInterval)
 	}

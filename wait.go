@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -9,237 +11,265 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Waiting: Acquire registers a waiter with the Client's hub, which keeps one
-// Subscription (when the store is a Notifier) shared by all waiters of the
-// Client, and wakes the waiters of a key when the store announces its release.
-// Without announcements (or while the subscription is broken) waiters sleep
-// until the holder's TTL would run out.
+// Waiting, written once for Acquire and AcquireSemaphore: the waiter sleeps
+// until the holder's TTL would run out, or until the Client's one release
+// subscription (a hub shared by its waiters) wakes it. See docs/design.md.
 
-type waiter struct {
-	keys  []string
-	token string        // the waiter's place in the store's queue; "" if it does not queue
-	ch    chan struct{} // gets a value when one of keys may be free
-}
-
-func (w *waiter) notify() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
+// wait calls try until it returns a lease or a final error. key names the
+// acquisition in errors; keys are the store keys whose releases wake the
+// waiter; token is its queued token ("" when it does not queue).
+func (c *Client) wait(ctx context.Context, key string, p params, token string, keys []string, try func(context.Context) (*Lease, error)) (*Lease, error) {
+	start := c.clock.Now()
+	w := c.hub.register(token, keys) // before an attempt: a release after it wakes us
+	defer c.hub.unregister(w)
+	var transient int
+	var last *HeldError // the last refusal, for the error when ctx ends
+	for first := true; ; first = false {
+		// The same for the subscription, but a first attempt needs none
+		// unless the Client has one already.
+		var gen uint64
+		if !first || c.hub.current() != 0 {
+			gen = c.hub.ensure(ctx)
+		}
+		l, err := try(ctx)
+		if err == nil {
+			return l, nil
+		}
+		var sleep time.Duration
+		var held *HeldError
+		switch {
+		case errors.Is(err, ErrHeld):
+			if !errors.As(err, &held) {
+				held = &HeldError{Key: key}
+			} else if held.Self {
+				return nil, err // another goroutine of this Client won the key
+			}
+			transient, last = 0, held
+			// The head of a FIFO queue (Queued == 0) looks as soon as it can.
+			sleep = waitFor(held.Remaining, p, token == "" || held.Queued > 0)
+		case ctx.Err() != nil:
+			return nil, c.gaveUp(key, last, start, ctx.Err())
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrQueueFull):
+			return nil, err
+		default:
+			transient++
+			sleep = backoff(transient, p.renew)
+			c.log.Warn("lease: acquire failed, retrying", "key", key, "err", err, "retry_in", sleep)
+		}
+		if token != "" {
+			sleep = min(sleep, p.renew) // refresh the place in the queue
+		}
+		if cur := c.hub.current(); first && gen == 0 && c.hub.notifier != nil || cur != 0 && cur != gen {
+			continue // (re)subscribed: look again at once
+		}
+		t := c.clock.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.gaveUp(key, last, start, ctx.Err())
+		case <-c.stop:
+			t.Stop()
+			return nil, fmt.Errorf("lease: acquire %q: %w", key, ErrClosed)
+		case <-w.ch:
+			t.Stop()
+		case <-t.C():
+		}
 	}
 }
 
-type hub struct {
-	c        *Client
-	notifier driver.Notifier // nil: the store cannot announce releases
-
-	mu       sync.Mutex
-	waiters  map[string]map[*waiter]struct{}
-	sub      driver.Subscription // the active subscription, nil if none
-	cancel   context.CancelFunc  // stops the active subscription's reader
-	gen      uint64              // counts subscriptions made
-	starting chan struct{}       // non-nil while Subscribe is in flight
-	failedAt time.Time           // the last Subscribe the store failed (not one its caller gave up)
-	closed   bool
+// gaveUp returns the error of an acquisition that gave up because its ctx
+// ended with cause: the last refusal, matching both ErrHeld and cause, or
+// without one, cause wrapped.
+func (c *Client) gaveUp(key string, last *HeldError, start time.Time, cause error) error {
+	waited := c.clock.Now().Sub(start)
+	if last == nil {
+		return fmt.Errorf("lease: acquire %q: gave up after %v: %w", key, waited.Round(time.Millisecond), cause)
+	}
+	he := *last
+	he.Key, he.Err, he.Waited = key, cause, waited
+	return &he
 }
 
-// subscribeCooldown is how long waiters sleep on timers alone after a failed
-// Subscribe before anyone tries to subscribe again.
+// WaitRelease blocks until the store announces that key may have been
+// released (true: a hint to look again), d passes (false), ctx ends or the
+// Client closes. Without announcements it sleeps for d.
+func (c *Client) WaitRelease(ctx context.Context, key string, d time.Duration) (bool, error) {
+	if err := c.validKey(key); err != nil {
+		return false, err
+	}
+	w := c.hub.register("", []string{key})
+	defer c.hub.unregister(w)
+	c.hub.ensure(ctx)
+	t := c.clock.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-w.ch:
+		return true, nil
+	case <-t.C():
+		return false, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("lease: wait for the release of %q: %w", key, ctx.Err())
+	case <-c.stop:
+		return false, ErrClosed
+	}
+}
+
+type waiter struct {
+	keys  []string
+	token string        // the waiter's queued token, or ""
+	ch    chan struct{} // gets a value when one of keys may be free
+}
+
+// hub keeps the Client's one Subscription and wakes the waiters of a key
+// when its release is announced.
+type hub struct {
+	c        *Client
+	notifier driver.Notifier // nil: the store does not announce releases
+
+	mu          sync.Mutex
+	waiters     map[string]map[*waiter]struct{}
+	cancel      context.CancelFunc // stops the active subscription; nil if none
+	gen         uint64             // counts subscriptions made
+	subscribing chan struct{}      // holds a value while Subscribe is in flight
+	failedAt    time.Time          // the last Subscribe the store failed
+	closed      bool
+}
+
+// subscribeCooldown is how long waiters rely on timers alone after a failed
+// Subscribe.
 const subscribeCooldown = time.Second
 
 func newHub(c *Client) *hub {
-	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{})}
+	h := &hub{c: c, waiters: make(map[string]map[*waiter]struct{}), subscribing: make(chan struct{}, 1)}
 	h.notifier, _ = c.store.(driver.Notifier)
 	return h
 }
 
-// register returns a waiter woken when any of keys may be free (a semaphore
-// waits for any of its slots). token is the waiter's queued token ("" if it
-// does not queue): announcements naming another queued token as the next
-// holder do not wake it.
-func (h *hub) register(token string, keys ...string) *waiter {
+// register returns a waiter woken when any of keys may be free, unless the
+// announcement names another queued token as the next holder.
+func (h *hub) register(token string, keys []string) *waiter {
 	w := &waiter{keys: keys, token: token, ch: make(chan struct{}, 1)}
-	if h.notifier == nil {
-		return w
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, key := range keys {
-		ws := h.waiters[key]
-		if ws == nil {
-			ws = make(map[*waiter]struct{})
-			h.waiters[key] = ws
+		if h.waiters[key] == nil {
+			h.waiters[key] = make(map[*waiter]struct{})
 		}
-		ws[w] = struct{}{}
+		h.waiters[key][w] = struct{}{}
 	}
 	return w
 }
 
 func (h *hub) unregister(w *waiter) {
-	if h.notifier == nil {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, key := range w.keys {
-		if ws := h.waiters[key]; ws != nil {
-			delete(ws, w)
-			if len(ws) == 0 {
-				delete(h.waiters, key)
-			}
+		delete(h.waiters[key], w)
+		if len(h.waiters[key]) == 0 {
+			delete(h.waiters, key)
 		}
 	}
 }
 
-// ensure makes the subscription active if the store can announce releases
-// and returns its generation; 0 means waiters must rely on timers. Any
-// release after ensure returns a non-zero generation reaches the waiters.
+// ensure makes the subscription active if the store announces releases and
+// returns its generation; 0 means waiters must rely on timers. Any release
+// after ensure returns a non-zero generation reaches the waiters.
 func (h *hub) ensure(ctx context.Context) uint64 {
-	if h.notifier == nil {
-		return 0
-	}
-	for {
-		h.mu.Lock()
-		switch {
-		case h.closed:
-			h.mu.Unlock()
-			return 0
-		case h.sub != nil:
-			g := h.gen
-			h.mu.Unlock()
-			return g
-		case h.starting != nil:
-			st := h.starting
-			h.mu.Unlock()
-			select {
-			case <-st:
-				continue
-			case <-ctx.Done():
-				return 0
-			}
-		case !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown:
-			h.mu.Unlock()
-			return 0
-		}
-		st := make(chan struct{})
-		h.starting = st
-		h.mu.Unlock()
-
-		sub, err := h.notifier.Subscribe(ctx)
-
-		h.mu.Lock()
-		h.starting = nil
-		close(st)
-		if err != nil {
-			if ctx.Err() != nil {
-				// The caller gave up, the store did not fail: the next
-				// waiter subscribes at once.
-				h.mu.Unlock()
-				return 0
-			}
-			h.failedAt = h.c.clock.Now()
-			h.mu.Unlock()
-			h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
-			return 0
-		}
-		if h.closed {
-			h.mu.Unlock()
-			_ = sub.Close()
-			return 0
-		}
-		h.failedAt = time.Time{}
-		h.gen++
-		g := h.gen
-		rctx, cancel := context.WithCancel(context.Background())
-		h.sub, h.cancel = sub, cancel
-		h.mu.Unlock()
-		h.c.spawn(func() { h.read(rctx, sub, g) })
+	if g := h.current(); g != 0 || h.notifier == nil {
 		return g
 	}
-}
-
-// active reports whether a subscription is active.
-func (h *hub) active() bool {
-	if h.notifier == nil {
-		return false
+	select { // one Subscribe at a time
+	case h.subscribing <- struct{}{}:
+		defer func() { <-h.subscribing }()
+	case <-ctx.Done():
+		return 0
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sub != nil
+	if h.closed || h.cancel != nil || !h.failedAt.IsZero() && h.c.clock.Now().Sub(h.failedAt) < subscribeCooldown {
+		h.mu.Unlock()
+		return h.current()
+	}
+	h.mu.Unlock()
+	sub, err := h.notifier.Subscribe(ctx)
+	h.mu.Lock()
+	switch {
+	case err != nil && ctx.Err() != nil: // the caller gave up, not the store
+	case err != nil:
+		h.failedAt = h.c.clock.Now()
+		h.c.log.Warn("lease: release subscription failed; waiters fall back to the holder's TTL", "err", err)
+	case h.closed:
+		_ = sub.Close()
+	default:
+		h.failedAt = time.Time{}
+		h.gen++
+		rctx, cancel := context.WithCancel(context.Background())
+		h.cancel = cancel
+		g := h.gen
+		h.mu.Unlock()
+		h.c.spawn(func() { h.read(rctx, sub) })
+		return g
+	}
+	h.mu.Unlock()
+	return 0
 }
 
-// changed reports whether the subscription is not the one of generation gen.
-func (h *hub) changed(gen uint64) bool {
-	if h.notifier == nil {
-		return false
-	}
+// current returns the generation of the active subscription, 0 if none.
+func (h *hub) current() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sub != nil && h.gen != gen
+	if h.cancel == nil {
+		return 0
+	}
+	return h.gen
 }
 
-// read delivers the announcements of subscription gen until it ends. On an error it drops the
-// subscription and wakes every waiter, which look again and subscribe anew:
-// announcements may have been missed.
-func (h *hub) read(ctx context.Context, sub driver.Subscription, gen uint64) {
+// read delivers the announcements of sub until it ends. On an error it
+// drops sub and wakes every waiter: announcements may have been missed.
+func (h *hub) read(ctx context.Context, sub driver.Subscription) {
+	defer sub.Close()
 	for {
 		a, err := sub.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return // hub closed
-			}
-			h.mu.Lock()
-			mine := h.gen == gen && h.sub == sub
-			if mine {
-				h.sub = nil
-				h.cancel()
-			}
-			for _, ws := range h.waiters {
-				for w := range ws {
-					w.notify() // a waiter of several keys is notified once per key: harmless
+		h.mu.Lock()
+		if ctx.Err() != nil { // the hub closed
+			h.mu.Unlock()
+			return
+		}
+		if err == nil {
+			for w := range h.waiters[a.Key] {
+				// A queued waiter other than the announced next would be refused.
+				if a.Next == "" || w.token == "" || w.token == a.Next {
+					signal(w.ch)
 				}
 			}
 			h.mu.Unlock()
-			if mine {
-				_ = sub.Close()
+			continue
+		}
+		h.cancel()
+		h.cancel = nil
+		for _, ws := range h.waiters {
+			for w := range ws {
+				signal(w.ch)
 			}
-			h.c.log.Warn("lease: release subscription broke; waiters look again", "err", err)
-			return
 		}
-		h.deliver(a)
-	}
-}
-
-// deliver wakes the waiters of a's key that may take it.
-func (h *hub) deliver(a driver.Announcement) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for w := range h.waiters[a.Key] {
-		// A queued waiter other than the announced head would be refused.
-		if a.Next == "" || w.token == "" || w.token == a.Next {
-			w.notify()
-		}
+		h.mu.Unlock()
+		h.c.log.Warn("lease: release subscription broke; waiters look again", "err", err)
+		return
 	}
 }
 
 func (h *hub) close() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.closed = true
-	sub, cancel := h.sub, h.cancel
-	h.sub, h.cancel = nil, nil
-	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	if sub != nil {
-		_ = sub.Close()
+	if h.cancel != nil {
+		h.cancel() // read closes the subscription
+		h.cancel = nil
 	}
 }
 
 // waitFor is how long a waiter sleeps when the holder has remaining TTL left
-// (0: unknown): until it would run out, plus, when spread, jitter so that
-// waiters racing for the key do not all look at once. The head of a FIFO
-// queue is not spread: only it can take the key when the holder's TTL runs
-// out (the others would be refused), so it looks as soon as it can.
+// (0: unknown): until it runs out, plus, when spread, jitter so that racing
+// waiters do not all look at once.
 func waitFor(remaining time.Duration, p params, spread bool) time.Duration {
 	if remaining <= 0 {
 		remaining = p.renew

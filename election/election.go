@@ -17,16 +17,13 @@ var ErrNotLeader = errors.New("election: not the leader")
 
 // Leader describes the current leader of an election, as the store sees it.
 type Leader struct {
-	// Held is false when nobody leads (the other fields are then zero).
+	// Held is false when nobody leads.
 	Held bool
-	// Identity is the leader's identity (its lease holder string), "" when
-	// the store does not keep it.
+	// Identity is the leader's lease holder.
 	Identity string
-	// Fence is the leader's fencing token: strictly larger than the fence of
-	// every earlier leader of the election.
+	// Fence is the leader's fencing token.
 	Fence uint64
-	// Remaining is the store's view of the time left before the leader's
-	// lease expires without a renewal; 0 when the store cannot tell.
+	// Remaining is the leader's remaining TTL (0: unknown).
 	Remaining time.Duration
 }
 
@@ -43,9 +40,8 @@ type config struct {
 // holder, see lease.WithHolder).
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
-// WithTTL sets the leadership lease's TTL (default: the Client's TTL). It
-// bounds the fail-over time after a leader crashes; Observe polls at a third
-// of it.
+// WithTTL sets the leadership lease's TTL (default: the Client's): the
+// fail-over time after a leader crashes.
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // Election is one candidate in the election named by a key. It is safe for
@@ -63,9 +59,8 @@ type Election struct {
 	cur *lease.Lease // the leadership lease, nil when not leading
 }
 
-// New returns a candidate for the election key over c. Options invalid for
-// the Client's store (a TTL out of its limits, a bad key) return an error
-// matching lease.ErrInvalid.
+// New returns a candidate for the election key over c; invalid options
+// return an error matching lease.ErrInvalid.
 func New(c *lease.Client, key string, opts ...Option) (*Election, error) {
 	if c == nil {
 		return nil, lease.Invalid("client", "nil client")
@@ -88,8 +83,6 @@ func New(c *lease.Client, key string, opts ...Option) (*Election, error) {
 	} else {
 		e.acq = append(e.acq, lease.WithTTL(e.ttl))
 	}
-	// The Client validates the key fully (against the store's limits) at the
-	// first Campaign or Leader.
 	if key == "" {
 		return nil, lease.Invalid("key", "empty")
 	}
@@ -118,15 +111,10 @@ func (e *Election) Lease() *lease.Lease {
 }
 
 // Campaign blocks until this candidate leads and returns the leadership
-// lease: its Fence is the term's fencing token (larger than every earlier
-// leader's), its Context ends when leadership is lost or resigned. If this
-// candidate already leads, Campaign returns the current lease. It returns
-// ctx's error when ctx ends, and an error matching lease.ErrClosed when the
-// Client is closed, promptly, even while waiting. Candidates of one election
-// on the same Client are one holder: while another of them leads, Campaign
-// returns at once with an error matching lease.ErrHeld (HeldError.Self).
-// When the store's queue of waiters for the key is full (its max_waiters),
-// Campaign returns at once with an error matching lease.ErrQueueFull.
+// lease (its Fence is the term's fencing token; its Context ends when
+// leadership ends), or the current one if it already leads. Its errors are
+// lease.Client.Acquire's: ctx's, lease.ErrClosed, lease.ErrHeld (another
+// candidate on the same Client leads), lease.ErrQueueFull.
 func (e *Election) Campaign(ctx context.Context) (*lease.Lease, error) {
 	select {
 	case e.campaigning <- struct{}{}:
@@ -147,11 +135,9 @@ func (e *Election) Campaign(ctx context.Context) (*lease.Lease, error) {
 	return l, nil
 }
 
-// Resign gives up leadership: it releases the leadership lease, so that
-// another candidate can lead at once (a waiting candidate is woken by the
-// release announcement where the store makes them). It returns an error
-// matching ErrNotLeader if this candidate does not lead, including when its
-// leadership was already lost.
+// Resign releases the leadership lease, so that another candidate can lead
+// at once. It returns an error matching ErrNotLeader if this candidate does
+// not lead (or its leadership was already lost).
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	l := e.cur
@@ -184,23 +170,16 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 }
 
 // Run campaigns, calls fn while this candidate leads, and campaigns again
-// after fn returns, until ctx ends; it then returns ctx's error. It returns
-// early only with an error Campaign cannot retry (the Client closed: a match
-// for lease.ErrClosed; invalid options: lease.ErrInvalid; another candidate
-// on the same Client leads: lease.ErrHeld; the store's queue of waiters for
-// the election's key is full: lease.ErrQueueFull).
+// after fn returns, until ctx ends (it then returns ctx's error) or Campaign
+// fails with an error it cannot retry (ErrClosed, ErrInvalid, ErrHeld,
+// ErrQueueFull).
 //
-// fn's leaderCtx is cancelled when leadership is lost (context.Cause tells
-// why: an error matching lease.ErrLost) or ctx ends; fn must then stop
-// acting as the leader and return. Leadership is released only after fn has
-// returned, so no other candidate leads while fn runs, except after a loss,
-// which cancels leaderCtx first: the Client reports a loss at its local
-// deadline, before the store can let another candidate in. When fn returns
-// on its own while still leading, Run releases leadership and campaigns
-// again (it may win at once). If fn panics, Run releases leadership before
-// the panic goes on with its value. LeaseFrom(leaderCtx) returns the term's lease:
-// pass its Fence to the resources the leader writes, so that a paused
-// ex-leader's late writes are rejected.
+// fn's leaderCtx is cancelled when leadership is lost (its cause matches
+// lease.ErrLost) or ctx ends; fn must then stop acting as the leader. The
+// Client reports a loss at its local deadline, before the store can let
+// another candidate in, and leadership is released only after fn returned,
+// also when fn panics. LeaseFrom(leaderCtx) returns the term's lease: pass
+// its Fence to the resources the leader writes.
 func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) error {
 	if fn == nil {
 		return lease.Invalid("function", "nil")
@@ -222,10 +201,8 @@ func (e *Election) Run(ctx context.Context, fn func(leaderCtx context.Context)) 
 
 // lead runs fn under l and releases l after fn returned.
 func (e *Election) lead(ctx context.Context, l *lease.Lease, fn func(context.Context)) {
-	// leaderCtx derives its cancellation from the lease's context, so a loss
-	// cancels it in the same call that declares the loss: before the core
-	// releases the lost lease in the store and a successor can lead. Run's
-	// ctx, which only ends the term, cancels it through AfterFunc.
+	// Cancelled by the lease's context itself, in the call that declares a
+	// loss; Run's ctx cancels it through AfterFunc.
 	lc, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	leaderCtx := leaderContext{Context: lc, parent: ctx, l: l}
@@ -248,9 +225,8 @@ func (e *Election) lead(ctx context.Context, l *lease.Lease, fn func(context.Con
 
 type leaseKey struct{}
 
-// leaderContext is a term's leaderCtx: Done, Err and the cancellation cause
-// come from a child of the lease's context; values and the deadline come from
-// the ctx given to Run.
+// leaderContext is a term's leaderCtx: cancelled with the lease's context,
+// with Run's ctx's values and deadline.
 type leaderContext struct {
 	context.Context                 // child of l.Context(), cancelled when Run's ctx ends
 	parent          context.Context // Run's ctx
@@ -265,9 +241,7 @@ func (c leaderContext) Value(key any) any {
 	if _, ok := key.(leaseKey); ok {
 		return c.l
 	}
-	// The child's own chain holds the context package's cancellation keys
-	// (so contexts derived from leaderCtx are cancelled with it, directly);
-	// every other key is looked up in Run's ctx.
+	// Cancellation keys come from the child's chain, others from Run's ctx.
 	if v := c.Context.Value(key); v != nil {
 		return v
 	}

@@ -12,25 +12,12 @@ import (
 )
 
 // Observe returns a channel that delivers the current leadership state at
-// once and then every change it observes, until ctx ends or the Client is
-// closed; the channel is then closed. Changes are:
-//
-//   - a new leader (Held, with a fence larger than every fence delivered
-//     before: leaders are delivered in fence order, each at most once, also
-//     when one candidate leads two terms in a row);
-//   - a vacancy (Held false), when nobody led at the moment it looked.
-//     Vacancies are delivered when seen; a hand-off faster than the
-//     observation may skip one.
-//
-// Observe wakes on the store's release announcement of the key (pushed, on
-// the Client's one subscription, where the store is a driver.Notifier) and
-// then looks for the successor with quick re-inspections for about a TTL;
-// otherwise it inspects the key every third of the TTL, and sooner when the
-// leader's remaining TTL runs out, since acquisitions and expiries are not
-// announced. A leader that held for less than that observation latency may
-// be missed; the fences delivered still only grow. Transient store errors
-// are retried with backoff. The channel is unbuffered: a slow reader delays
-// observation but loses no order.
+// once, then every change it observes, until ctx ends or the Client is
+// closed (the channel is then closed): a new leader, with a fence larger than
+// every fence delivered before, or a vacancy (Held false). It wakes on the
+// key's release announcements and otherwise inspects the key every third of
+// the TTL, so a leader that held for less than that may be missed, and a
+// fast hand-off may skip a vacancy. The channel is unbuffered.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
 	go e.observe(ctx, ch)

@@ -9,24 +9,20 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
 )
 
-// harness returns the suite's harness: stores over directories under base.
-func harness(base string) leasetest.Harness {
-	return leasetest.Harness{
-		NewStore: func(t testing.TB, ns string) lease.Store {
+func TestConformanceFile(t *testing.T) {
+	base := t.TempDir()
+	leasetest.Run(t, leasetest.Harness{
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := filelease.New(filepath.Join(base, ns))
 			if err != nil {
 				t.Fatalf("filelease.New: %v", err)
 			}
 			return s
 		},
-	}
-}
-
-func TestConformance(t *testing.T) {
-	leasetest.Run(t, harness(t.TempDir()))
+	})
 }

@@ -8,18 +8,16 @@ package filelease_test
 
 import (
 	"bytes"
-	"context"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/internal/usertest"
 	"golang.org/x/sys/unix"
@@ -46,53 +44,27 @@ func TestOtherUserPrecreatedDir(t *testing.T) {
 	if out, err := attacker.Run(ctx, "mkdir", "-m", "0777", dir); err != nil {
 		t.Fatalf("the other user's mkdir: %v: %s", err, out)
 	}
-	const key = "orders"
-	file := filepath.Join(dir, key+".lease")
-	free := withCRC([]byte("leasekit-file-lease v1\nkey \"" + key + "\"\nfence 0\ntoken \"\"\nholder \"\"\nboot \"\"\nexpires 0\n"))
-	attackerWrites(t, ctx, attacker, file, free)
+	// Its own lease file (mode 0666) in it, free.
+	cmd := attacker.Command(ctx, "sh", "-c", `umask 0; cat > "$1"`, "sh", filepath.Join(dir, "orders.lease"))
+	cmd.Stdin = bytes.NewReader(withCRC([]byte("leasekit-file-lease v1\nkey \"orders\"\nfence 0\ntoken \"\"\nholder \"\"\nboot \"\"\nexpires 0\n")))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the other user writing its lease file: %v: %s", err, out)
+	}
 
 	s, err := filelease.New(dir)
-	if errors.Is(err, filelease.ErrUnsafeDir) {
-		if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "owned by uid "+strconv.Itoa(int(attacker.UID))) {
-			t.Errorf("the error does not name the path and the owner: %v", err)
+	if !errors.Is(err, filelease.ErrUnsafeDir) {
+		if s != nil {
+			_ = s.Close()
 		}
-		// Sharing with a group the process is not in does not make it safe.
-		if s, err := filelease.New(dir, filelease.WithFileMode(0o660)); !errors.Is(err, filelease.ErrUnsafeDir) {
-			t.Errorf("New with WithFileMode(0o660) on the other user's directory: %v, %v; want ErrUnsafeDir", s, err)
-		}
-		return
+		t.Fatalf("New on %s, created by uid %d with mode 0777 and holding its lease file: %v; want ErrUnsafeDir "+
+			"(that user could read the victim's token and rewrite the file)", dir, attacker.UID, err)
 	}
-	if err != nil {
-		t.Fatalf("New on the other user's directory: %v; want ErrUnsafeDir", err)
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "owned by uid "+strconv.Itoa(int(attacker.UID))) {
+		t.Errorf("the error does not name the path and the owner: %v", err)
 	}
-	defer s.Close()
-	// The store accepted it: play the attack out for the failure message.
-	victim := req(key, "victim", time.Minute)
-	fence := mustAcquire(t, s, victim)
-	out, err := attacker.Run(ctx, "cat", file)
-	m := regexp.MustCompile(`token "([^"]+)"`).FindSubmatch(out)
-	if err != nil || m == nil {
-		t.Fatalf("New accepted %s (owned by uid %d, mode 0777); the other user could not read the lease file (%v): %s", dir, attacker.UID, err, out)
-	}
-	stolen := string(m[1])
-	forged := withCRC(fmt.Appendf(nil, "leasekit-file-lease v1\nkey %q\nfence %d\ntoken %q\nholder %q\nboot %q\nexpires %d\n",
-		key, fence+1, randHex(16), "attacker", bootID(t), monoNow(t)+int64(time.Minute)))
-	attackerWrites(t, ctx, attacker, file, forged)
-	renew := s.Renew(ctx, victim)
-	info, _ := s.Inspect(ctx, key)
-	t.Fatalf("New accepted %s, created by uid %d with mode 0777. The other user read the victim's token from the lease file "+
-		"(stolen %q, the victim's is %q) and wrote the file: now Inspect says %+v while the victim holds fence %d "+
-		"(its next Renew: %v). Want ErrUnsafeDir from New.", dir, attacker.UID, stolen, victim.Token, info, fence, renew)
-}
-
-// attackerWrites writes data to path as the other user (creating it with
-// mode 0666 if missing).
-func attackerWrites(t *testing.T, ctx context.Context, u *usertest.User, path string, data []byte) {
-	t.Helper()
-	cmd := u.Command(ctx, "sh", "-c", `umask 0; cat > "$1"`, "sh", path)
-	cmd.Stdin = bytes.NewReader(data)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the other user writing %s: %v: %s", path, err, out)
+	// Sharing with a group the process is not in does not make it safe.
+	if s, err := filelease.New(dir, filelease.WithFileMode(0o660)); !errors.Is(err, filelease.ErrUnsafeDir) {
+		t.Errorf("New with WithFileMode(0o660) on the other user's directory: %v, %v; want ErrUnsafeDir", s, err)
 	}
 }
 
@@ -102,19 +74,11 @@ func attackerWrites(t *testing.T, ctx context.Context, u *usertest.User, path st
 func TestGroupWritableDirRefused(t *testing.T) {
 	base := t.TempDir()
 	for _, tc := range []struct {
-		perm os.FileMode
-		mode os.FileMode // WithFileMode; 0: the default
-		ok   bool
+		perm, mode os.FileMode // the directory's; WithFileMode's (0: the default)
+		ok         bool
 	}{
-		{0o770, 0, false},
-		{0o730, 0, false},
-		{0o777, 0, false},
-		{0o1777, 0, false},
-		{0o703, 0, false},
-		{0o777, 0o660, false},
-		{0o770, 0o660, true},
-		{0o755, 0, true},
-		{0o700, 0, true},
+		{0o770, 0, false}, {0o730, 0, false}, {0o777, 0, false}, {0o1777, 0, false}, {0o703, 0, false},
+		{0o777, 0o660, false}, {0o770, 0o660, true}, {0o755, 0, true}, {0o700, 0, true},
 	} {
 		dir := filepath.Join(base, fmt.Sprintf("d%04o-%03o", tc.perm, tc.mode))
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -123,11 +87,7 @@ func TestGroupWritableDirRefused(t *testing.T) {
 		if err := unix.Chmod(dir, uint32(tc.perm)); err != nil {
 			t.Fatal(err)
 		}
-		var opts []filelease.Option
-		if tc.mode != 0 {
-			opts = append(opts, filelease.WithFileMode(tc.mode))
-		}
-		s, err := filelease.New(dir, opts...)
+		s, err := filelease.New(dir, filelease.WithFileMode(cmp.Or(tc.mode, filelease.DefaultFileMode)))
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("New on a directory of mode %04o (file mode %03o): %v; want it accepted", tc.perm, tc.mode, err)
@@ -192,7 +152,7 @@ func TestNewCreatesPrivateDir(t *testing.T) {
 			t.Errorf("%s: %v, %v; want mode 0700", d, fi, err)
 		}
 	}
-	mustAcquire(t, s, lease.Request{Key: "k", Token: randHex(16), TTL: time.Minute})
+	mustAcquire(t, s, req("k", "h", time.Minute))
 	if fi, err := os.Stat(s.File("k")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("lease file: %v, %v; want mode 0600", fi, err)
 	}

@@ -1,12 +1,12 @@
 //go:build linux
 
 // Shared helpers of the filelease tests: stores, contexts, tokens, requests
-// and rewriting a lease file as an outside event (a reboot, a torn write)
-// would.
+// and rewriting a lease file as an outside event (a reboot, an edit) would.
 
 package filelease_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,11 +14,11 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 )
 
@@ -33,11 +33,7 @@ func newStore(t testing.TB, dir string) *filelease.Store {
 	if err != nil {
 		t.Fatalf("filelease.New(%q): %v", dir, err)
 	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("closing the store: %v", err)
-		}
-	})
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -56,12 +52,12 @@ func randHex(n int) string {
 }
 
 // req returns a request for key with a new token.
-func req(key, holder string, ttl time.Duration) lease.Request {
-	return lease.Request{Key: key, Token: randHex(16), Holder: holder, TTL: ttl}
+func req(key, holder string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Token: randHex(16), Holder: holder, TTL: ttl}
 }
 
 // mustAcquire acquires r at the store level and fails the test on error.
-func mustAcquire(t testing.TB, s lease.Store, r lease.Request) uint64 {
+func mustAcquire(t testing.TB, s driver.Store, r driver.Request) uint64 {
 	t.Helper()
 	g, err := s.Acquire(testCtx(t, 10*time.Second), r)
 	if err != nil {
@@ -70,32 +66,25 @@ func mustAcquire(t testing.TB, s lease.Store, r lease.Request) uint64 {
 	return g.Fence
 }
 
+// withCRC appends the crc32c line for body, as the documented format says.
+func withCRC(body []byte) []byte {
+	return fmt.Appendf(bytes.Clone(body), "crc32c %08x\n", crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+}
+
 // rewriteField replaces the value of field in the lease file at path and
-// recomputes its checksum, as the documented format describes it.
+// recomputes its checksum.
 func rewriteField(t testing.TB, path, field, value string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body strings.Builder
-	found := false
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, "crc32c "):
-			continue
-		case strings.HasPrefix(line, field+" "):
-			line = field + " " + value + "\n"
-			found = true
-		}
-		body.WriteString(line)
-	}
-	if !found {
+	body := data[:bytes.Index(data, []byte("\ncrc32c "))+1]
+	line := regexp.MustCompile(`(?m)^` + field + ` .*$`)
+	if !line.Match(body) {
 		t.Fatalf("%s has no field %q:\n%s", path, field, data)
 	}
-	sum := crc32.Checksum([]byte(body.String()), crc32.MakeTable(crc32.Castagnoli))
-	out := body.String() + fmt.Sprintf("crc32c %08x\n", sum)
-	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+	if err := os.WriteFile(path, withCRC(line.ReplaceAllLiteral(body, []byte(field+" "+value))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

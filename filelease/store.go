@@ -1,376 +1,235 @@
 //go:build linux
 
-// Store: construction, validation and the single-lease operations.
-
 package filelease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/fifo"
-	"golang.org/x/sys/unix"
 )
 
 // MaxKeyLen is the longest lease key, in bytes, the store accepts.
 const MaxKeyLen = lease.MaxKeyLen
 
-// MinTTL is the shortest TTL the store accepts. Expiry is judged to the
-// nanosecond, but TTLs below the Client's own minimum make no sense.
+// MinTTL is the shortest TTL the store accepts.
 const MinTTL = time.Millisecond
 
-// ErrClosed is returned (wrapped) by operations on a closed Store and by Next
-// on a closed Subscription.
+// maxTTL keeps CLOCK_MONOTONIC plus a TTL far from overflowing.
+const maxTTL = 100 * 365 * 24 * time.Hour
+
+// MaxWaiters is the most live waiters a key's queue holds, and the default of
+// [WithMaxWaiters]; it keeps a lease file small.
+const MaxWaiters = driver.DefaultMaxWaiters
+
+// DefaultFileMode is the permission of new lease files when WithFileMode is
+// not given: only the owner can take leases.
+const DefaultFileMode os.FileMode = 0o600
+
+// ErrClosed is returned by Next on a closed Subscription.
 var ErrClosed = errors.New("filelease: closed")
 
 var (
-	_ lease.Store    = (*Store)(nil)
-	_ lease.Notifier = (*Store)(nil)
-	_ lease.Limiter  = (*Store)(nil)
+	_ driver.Store    = (*Store)(nil)
+	_ driver.Notifier = (*Store)(nil)
 )
 
-// Store keeps leases in files of one directory, one file per key. Every
-// process (and every Store) using the same directory on the same host shares
-// the leases. A Store is safe for concurrent use; it runs no goroutines and
-// keeps no file open between operations.
+// Store keeps leases in files of one directory. Every Store and process using
+// the same directory on the host shares them. A Store is safe for concurrent
+// use, runs no goroutines and keeps no file open between operations.
 type Store struct {
 	dir        string
 	mode       os.FileMode
-	boot       string
-	maxWaiters int // WithMaxWaiters
-
-	closed atomic.Bool
-	mu     sync.Mutex
-	subs   map[*subscription]struct{}
+	maxWaiters int
+	boot       string // the running kernel's boot id
 }
 
-// New returns a Store keeping leases in dir, which it creates (with its
-// parents, mode 0700 unless WithFileMode says otherwise) if missing. New
-// refuses, with an error matching [ErrUnsafeDir], a dir that another user
-// could take over: a symbolic link, a directory owned by another user than
-// the process's (or root), or one its group or everyone can write to (unless
-// WithFileMode shares the lease files as widely). dir must be on a local
-// file system: New refuses NFS and SMB/CIFS, where neither flock nor the
-// host's clock and boot id are shared the way the store needs (see the
-// package documentation).
+// Option configures a Store made by [New].
+type Option func(*Store)
+
+// WithFileMode sets the permission bits of new lease files (default
+// [DefaultFileMode]), and of the directory if New creates it (plus x where r
+// is set); the umask applies. Use 0o660 and a shared group so that processes
+// of several users exclude each other.
+func WithFileMode(mode os.FileMode) Option {
+	return func(s *Store) { s.mode = mode.Perm() }
+}
+
+// WithMaxWaiters caps each key's queue at n live waiters (1 to [MaxWaiters],
+// the default); a queued Acquire of one more fails with a
+// *lease.QueueFullError.
+func WithMaxWaiters(n int) Option {
+	return func(s *Store) { s.maxWaiters = n }
+}
+
+// New returns a Store keeping leases in dir, creating it and its parents if
+// missing. It refuses with [ErrUnsafeDir] a directory another user could take
+// over, and a directory on NFS or SMB (see the package documentation).
 func New(dir string, opts ...Option) (*Store, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "empty path"))
-	}
-	c := config{mode: DefaultFileMode, maxWaiters: MaxWaiters}
+	s := &Store{mode: DefaultFileMode, maxWaiters: MaxWaiters}
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+		o(s)
 	}
-	if c.mode&0o600 != 0o600 {
-		return nil, fmt.Errorf("filelease: %w", lease.Invalid("file mode", "%v lacks owner read and write", c.mode))
+	switch {
+	case dir == "":
+		return nil, fmt.Errorf("filelease: %w", lease.Invalid("directory", "empty path"))
+	case s.mode&0o600 != 0o600:
+		return nil, fmt.Errorf("filelease: %w", lease.Invalid("file mode", "%v lacks owner read and write", s.mode))
+	case s.maxWaiters < 1 || s.maxWaiters > MaxWaiters:
+		return nil, fmt.Errorf("filelease: %w", lease.Invalid("max waiters", "%d is not between 1 and %d", s.maxWaiters, MaxWaiters))
 	}
-	if c.maxWaiters < 1 || c.maxWaiters > MaxWaiters {
-		return nil, fmt.Errorf("filelease: %w", lease.Invalid("max waiters", "%d is not between 1 and %d", c.maxWaiters, MaxWaiters))
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
+	var err error
+	if s.dir, err = filepath.Abs(dir); err != nil {
 		return nil, fmt.Errorf("filelease: %w", err)
 	}
-	if err := prepareDir(abs, c.mode); err != nil {
+	if err := prepareDir(s.dir, s.mode); err != nil {
 		return nil, err
 	}
-	if err := checkLocalFS(abs); err != nil {
-		return nil, fmt.Errorf("filelease: %w", err)
+	// The boot id tells leases of this boot from those of earlier ones.
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if s.boot = strings.TrimSpace(string(b)); s.boot == "" {
+		return nil, fmt.Errorf("filelease: read boot id: %w", cmp.Or(err, errors.New("empty")))
 	}
-	boot, err := readBootID()
-	if err != nil {
-		return nil, fmt.Errorf("filelease: %w", err)
-	}
-	if _, err := monotonicNow(); err != nil {
-		return nil, fmt.Errorf("filelease: %w", err)
-	}
-	return &Store{dir: abs, mode: c.mode, boot: boot, maxWaiters: c.maxWaiters}, nil
-}
-
-// networkFS are the file systems whose type New refuses, by statfs magic.
-var networkFS = map[int64]string{
-	unix.NFS_SUPER_MAGIC:  "NFS",
-	unix.SMB_SUPER_MAGIC:  "SMB",
-	unix.SMB2_SUPER_MAGIC: "SMB2",
-	unix.CIFS_SUPER_MAGIC: "CIFS",
-}
-
-func checkLocalFS(dir string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	if name, ok := networkFS[int64(st.Type)]; ok {
-		return lease.Invalid("directory", "%s is on %s, a network file system; the file store is host-local", dir, name)
-	}
-	return nil
+	return s, nil
 }
 
 // Dir returns the absolute path of the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// File returns the path of key's lease file (which may not exist yet). It is
-// always inside Dir, whatever the key.
+// File returns the path of key's lease file (which may not exist yet), always
+// inside Dir.
 func (s *Store) File(key string) string { return filepath.Join(s.dir, fileName(key)) }
 
-// Limits reports the store's limits: keys of at most MaxKeyLen bytes, TTLs of
+// Caps reports a FIFO store with keys of at most MaxKeyLen bytes and TTLs of
 // at least MinTTL.
-func (s *Store) Limits() lease.Limits {
-	return lease.Limits{MinTTL: MinTTL, MaxKeyLen: MaxKeyLen}
+func (s *Store) Caps() driver.Caps {
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: maxTTL, MaxKeyLen: MaxKeyLen, FIFO: true, MaxWaiters: s.maxWaiters}
 }
 
-// Close marks the store closed and closes its open subscriptions. Leases stay
-// in their files: a closed Store does not release them.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
+// Close does nothing: a Store holds no resources between operations, and
+// leases stay in their files.
+func (s *Store) Close() error { return nil }
+
+// do runs op on key's file, locked by mode (see lock), at the clock's time.
+func (s *Store) do(ctx context.Context, name, key string, mode openMode, op func(lf *leaseFile, now int64) error) error {
+	err := ctx.Err()
+	var lf *leaseFile
+	if err == nil {
+		lf, err = s.lock(key, mode)
 	}
-	s.mu.Lock()
-	subs := s.subs
-	s.subs = nil
-	s.mu.Unlock()
-	var errs []error
-	for sub := range subs {
-		errs = append(errs, sub.Close())
+	if err == nil && lf != nil {
+		defer lf.close()
+		err = op(lf, monotonicNow())
 	}
-	return errors.Join(errs...)
+	if err != nil && !errors.As(err, new(*lease.HeldError)) {
+		return fmt.Errorf("filelease: %s %q: %w", name, key, err)
+	}
+	return err
 }
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free or expired and no
-// live waiter is queued ahead of r.Token, with the file's fence + 1;
-// refreshes the TTL, keeping the fence, if r.Token already holds it; and
-// otherwise returns a *lease.HeldError, queueing r.Token (or refreshing its
-// entry) when r.Queue is set (see [lease.Queuer]). A new fence is on disk
-// (fdatasync) before Acquire returns it.
-func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	fail := func(err error) (lease.Grant, error) {
-		return lease.Grant{}, fmt.Errorf("filelease: acquire %q: %w", r.Key, err)
-	}
-	if err := s.check(ctx, r, true); err != nil {
-		return fail(err)
-	}
-	if err := lease.CheckHolder(r.Holder); err != nil {
-		return fail(err)
-	}
-	lf, err := lock(s.dir, r.Key, modeCreate, s.mode)
-	if err != nil {
-		return fail(err)
-	}
-	defer lf.close()
-	now, err := monotonicNow()
-	if err != nil {
-		return fail(err)
-	}
-	expires, err := expiry(now, r.TTL)
-	if err != nil {
-		return fail(err)
-	}
+// Acquire takes r.Key for r.Token if the key is free or expired and no live
+// waiter is queued ahead of r.Token, with the file's fence + 1; if r.Token
+// holds it already, it refreshes the TTL and keeps the fence.
+func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	var g driver.Grant
+	err := s.do(ctx, "acquire", r.Key, modeCreate, func(lf *leaseFile, now int64) (err error) {
+		g.Fence, err = s.acquire(lf, r, now)
+		return err
+	})
+	return g, err
+}
+
+func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, error) {
 	rec := lf.rec
 	q := rec.liveQueue(now, s.boot)
-	dropped := len(q) != len(rec.Queue) // expired waiters to clear out
-	if rec.held(now, s.boot) && rec.Token == r.Token {
-		rec.Holder, rec.Expires = r.Holder, expires
-		if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
-			return fail(err)
-		}
-		return lease.Grant{Fence: rec.Fence}, nil
-	}
+	expires := now + int64(r.TTL)
 	held := rec.held(now, s.boot)
-	if n := fifo.Ahead(q, r.Token); held || n > 0 {
-		refused := &lease.HeldError{Key: r.Key, Queued: n}
+	if held && rec.Token == r.Token {
+		rec.Holder, rec.Expires = r.Holder, expires
+		return rec.Fence, lf.write(rec.withQueue(q, s.boot), false)
+	}
+	if ahead := fifo.Ahead(q, r.Token); held || ahead > 0 {
+		var err error
+		if r.Queue {
+			q, err = fifo.Enqueue(q, r.Key, r.Token, expires, s.maxWaiters)
+		}
+		if err == nil {
+			err = lf.write(rec.withQueue(q, s.boot), false) // also drops expired waiters
+		}
+		if err != nil {
+			return 0, err
+		}
+		refused := &lease.HeldError{Key: r.Key, Queued: ahead}
 		if held {
 			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
 		}
-		if r.Queue {
-			if q, err = fifo.Enqueue(q, r.Key, r.Token, expires, s.maxWaiters); err != nil {
-				return fail(err)
-			}
-		}
-		if r.Queue || dropped {
-			if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
-				return fail(err)
-			}
-		}
-		return lease.Grant{}, refused
+		return 0, refused
 	}
 	if rec.Fence == math.MaxUint64 {
-		return fail(fmt.Errorf("fence exhausted at %d", rec.Fence))
+		return 0, fmt.Errorf("fence exhausted at %d", rec.Fence)
 	}
 	q, _ = fifo.Dequeue(q, r.Token)
 	rec = record{Key: r.Key, Fence: rec.Fence + 1, Token: r.Token, Holder: r.Holder, Boot: s.boot, Expires: expires}
-	if err := lf.write(rec.withQueue(q, s.boot), true); err != nil {
-		return fail(err)
-	}
-	return lease.Grant{Fence: rec.Fence}, nil
+	return rec.Fence, lf.write(rec.withQueue(q, s.boot), true)
 }
 
-// lockExisting opens r.Key's file under the write lock for an operation on a
-// lease that must exist (renew, release), and reads the clock. No file means
-// the token holds nothing: lease.ErrNotHeld. The caller closes lf.
-func (s *Store) lockExisting(r lease.Request) (lf *leaseFile, now int64, err error) {
-	lf, err = lock(s.dir, r.Key, modeWrite, s.mode)
-	if err != nil {
-		return nil, 0, err
-	}
-	if lf == nil {
-		return nil, 0, lease.ErrNotHeld
-	}
-	if now, err = monotonicNow(); err != nil {
-		lf.close()
-		return nil, 0, err
-	}
-	return lf, now, nil
-}
-
-// Renew extends r.Key to r.TTL from now if r.Token still holds it, and
-// otherwise returns an error wrapping lease.ErrNotHeld.
-func (s *Store) Renew(ctx context.Context, r lease.Request) error {
-	fail := func(err error) error { return fmt.Errorf("filelease: renew %q: %w", r.Key, err) }
-	if err := s.check(ctx, r, true); err != nil {
-		return fail(err)
-	}
-	lf, now, err := s.lockExisting(r)
-	if err != nil {
-		return fail(err)
-	}
-	defer lf.close()
-	expires, err := expiry(now, r.TTL)
-	if err != nil {
-		return fail(err)
-	}
-	rec := lf.rec
-	if !rec.held(now, s.boot) || rec.Token != r.Token {
-		return fail(lease.ErrNotHeld)
-	}
-	rec.Expires = expires
-	if err := lf.write(rec, false); err != nil {
-		return fail(err)
-	}
-	return nil
-}
-
-// Release frees r.Key if r.Token holds it, keeping its fence in the file,
-// and announces the release to subscribers; otherwise it returns an error
-// wrapping lease.ErrNotHeld. Either way it takes r.Token out of the key's
-// queue of waiters; if that removed an entry while the key is free, the key
-// is announced as a release is, so that the next waiter looks again. The
-// file is never deleted.
-func (s *Store) Release(ctx context.Context, r lease.Request) error {
-	fail := func(err error) error { return fmt.Errorf("filelease: release %q: %w", r.Key, err) }
-	if err := s.check(ctx, r, false); err != nil {
-		return fail(err)
-	}
-	lf, now, err := s.lockExisting(r)
-	if err != nil {
-		return fail(err)
-	}
-	defer lf.close()
-	rec := lf.rec
-	q := rec.liveQueue(now, s.boot)
-	dropped := len(q) != len(rec.Queue)
-	q, removed := fifo.Dequeue(q, r.Token)
-	if !rec.held(now, s.boot) || rec.Token != r.Token {
-		if removed || dropped {
-			if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
-				return fail(err)
-			}
+// Renew extends r.Key to r.TTL from now if r.Token still holds it.
+func (s *Store) Renew(ctx context.Context, r driver.Request) error {
+	return s.do(ctx, "renew", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
+		rec := lf.rec
+		if !rec.held(now, s.boot) || rec.Token != r.Token {
+			return lease.ErrNotHeld
 		}
-		if removed && !rec.held(now, s.boot) {
-			_ = lf.touch() // as below: the next waiter may now be first
+		rec.Expires = now + int64(r.TTL)
+		return lf.write(rec, false)
+	})
+}
+
+// Release frees r.Key if r.Token holds it, keeping its fence, and takes
+// r.Token out of the key's queue. It announces the key (touches the file)
+// when it frees it, or when it dequeues a waiter of a free key: the next
+// waiter may now be first.
+func (s *Store) Release(ctx context.Context, r driver.Request) error {
+	return s.do(ctx, "release", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
+		rec := lf.rec
+		q, dequeued := fifo.Dequeue(rec.liveQueue(now, s.boot), r.Token)
+		mine := rec.held(now, s.boot) && rec.Token == r.Token
+		if mine {
+			rec = record{Key: rec.Key, Fence: rec.Fence}
 		}
-		return fail(lease.ErrNotHeld)
-	}
-	free := record{Key: rec.Key, Fence: rec.Fence, Boot: s.boot}
-	if err := lf.write(free.withQueue(q, s.boot), false); err != nil {
-		return fail(err)
-	}
-	// The lease is free once the record is written; a failed announcement
-	// only delays waiters until they look again.
-	_ = lf.touch()
-	return nil
+		if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
+			return err
+		}
+		if mine || dequeued && !rec.held(now, s.boot) {
+			_ = lf.touch() // the key is free already; a lost announcement only delays waiters
+		}
+		if !mine {
+			return lease.ErrNotHeld
+		}
+		return nil
+	})
 }
 
 // Inspect reports who holds key. For a free key, Info.Fence is the last fence
-// granted for it (0 if it never was).
-func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	fail := func(err error) (lease.Info, error) {
-		return lease.Info{}, fmt.Errorf("filelease: inspect %q: %w", key, err)
-	}
-	if err := s.checkCtx(ctx); err != nil {
-		return fail(err)
-	}
-	if err := validKey(key); err != nil {
-		return fail(err)
-	}
-	lf, err := lock(s.dir, key, modeRead, s.mode)
-	if err != nil {
-		return fail(err)
-	}
-	if lf == nil {
-		return lease.Info{Key: key}, nil
-	}
-	defer lf.close()
-	now, err := monotonicNow()
-	if err != nil {
-		return fail(err)
-	}
-	rec := lf.rec
-	if !rec.held(now, s.boot) {
-		return lease.Info{Key: key, Fence: rec.Fence}, nil
-	}
-	return lease.Info{Key: key, Held: true, Holder: rec.Holder, Fence: rec.Fence, Remaining: time.Duration(rec.Expires - now)}, nil
-}
-
-// expiry returns now + ttl, rejecting a TTL that overflows the clock.
-func expiry(now int64, ttl time.Duration) (int64, error) {
-	if int64(ttl) > math.MaxInt64-now {
-		return 0, lease.Invalid("ttl", "%v is too long", ttl)
-	}
-	return now + int64(ttl), nil
-}
-
-func (s *Store) checkCtx(ctx context.Context) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	return ctx.Err()
-}
-
-func (s *Store) check(ctx context.Context, r lease.Request, needTTL bool) error {
-	if err := s.checkCtx(ctx); err != nil {
-		return err
-	}
-	if err := validKey(r.Key); err != nil {
-		return err
-	}
-	if r.Token == "" {
-		return lease.Invalid("token", "empty")
-	}
-	if len(r.Token) > maxTokenLen {
-		return lease.Invalid("token", "%d bytes, longer than %d", len(r.Token), maxTokenLen)
-	}
-	if needTTL && r.TTL < MinTTL {
-		return lease.Invalid("ttl", "%v is shorter than %v", r.TTL, MinTTL)
-	}
-	return nil
-}
-
-func validKey(key string) error {
-	switch {
-	case key == "":
-		return lease.Invalid("key", "empty")
-	case len(key) > MaxKeyLen:
-		return lease.Invalid("key", "%d bytes, longer than %d", len(key), MaxKeyLen)
-	}
-	return nil
+// granted for it (0 if none was).
+func (s *Store) Inspect(ctx context.Context, key string) (info driver.Info, err error) {
+	info.Key = key
+	err = s.do(ctx, "inspect", key, modeRead, func(lf *leaseFile, now int64) error {
+		if rec := lf.rec; !rec.held(now, s.boot) {
+			info.Fence = rec.Fence
+		} else {
+			info = driver.Info{Key: key, Held: true, Holder: rec.Holder, Fence: rec.Fence, Remaining: time.Duration(rec.Expires - now)}
+		}
+		return nil
+	})
+	return info, err
 }

@@ -9,9 +9,8 @@
 // Metrics (all prefixed "lease_"):
 //
 //	lease_acquired_total                   counter    leases acquired
-//	lease_acquire_failed_total{reason}     counter    acquisitions that failed; reason is held, timeout,
-//	                                                  canceled, closed, queue_full (the key's queue of
-//	                                                  waiters was full) or error (invalid input is not counted)
+//	lease_acquire_failed_total{reason}     counter    failed acquisitions (not invalid input); reason is
+//	                                                  held, timeout, canceled, closed, queue_full or error
 //	lease_released_total                   counter    leases released by their holder
 //	lease_lost_total{reason}               counter    leases lost; reason is deadline, not_held or session
 //	lease_renewals_total                   counter    successful heartbeat renewals
@@ -20,7 +19,6 @@
 //	lease_acquire_wait_seconds             histogram  time from the start of Acquire to the acquisition
 //	lease_held                             gauge      leases held now
 //
-// By default no metric has a key label, so the number of series does not grow
-// with the number of keys. [WithKeyLabel] adds a "key" label to every metric:
-// use it only when the set of keys is small and bounded.
+// No metric has a key label unless [WithKeyLabel] adds one: use it only
+// when the set of keys is small and bounded.
 package leaseprom

@@ -48,8 +48,8 @@ func openMem(_ context.Context, u *url.URL, o *Options) (driver.Store, func() er
 		}
 		root = memlease.New(memlease.WithMaxWaiters(maxw))
 		memStores[name] = root
-	} else if setMax && root.MaxWaiters() != maxw {
-		return nil, nil, lease.Invalid("max_waiters", "mem store %q is already open with max_waiters=%d", name, root.MaxWaiters())
+	} else if setMax && root.Caps().MaxWaiters != maxw {
+		return nil, nil, lease.Invalid("max_waiters", "mem store %q is already open with max_waiters=%d", name, root.Caps().MaxWaiters)
 	}
 	return root.Handle(), nil, nil
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 

@@ -1,19 +1,22 @@
 // Package memlease is an in-memory [driver.Store]: for tests, examples and
 // leases shared by the goroutines of one process.
 //
-// A [Store] keeps every key in a map guarded by a mutex, so each operation is
-// atomic, and judges expiry by its clock ([WithClock]; by default the system
-// clock). It implements [driver.Store] and the optional [driver.BatchRenewer],
-// [driver.Notifier], [lease.Limiter] and [lease.Queuer]; [Plain] hides the
-// optional ones, so the Client's fallback paths can be exercised too.
+// It is the reference implementation for store authors: read store.go beside
+// package driver's doc. Each method is one atomic step under one mutex,
+// where a real store makes one round trip to its backend.
 //
-// Like a remote backend shared by several processes, the keys of a Store can
-// be shared by several independent handles: [Store.Handle] returns a new
-// *Store over the same keys whose Close closes only that handle. Give each
-// lease.Client its own handle when the Client closes its store.
+// Guarantees:
+//   - Expiry is judged by the store's clock ([WithClock]; by default the
+//     system clock), so a fake clock in tests controls it exactly.
+//   - Fences are kept per key for the life of the Store and strictly
+//     increase across holders, releases and expiries.
+//   - FIFO: a key's queue holds at most [WithMaxWaiters] live waiters, and
+//     a free key goes only to the head of its live queue.
+//   - Every release is announced to every subscription, naming the head of
+//     the key's queue in [driver.Announcement].Next.
 //
-// Fences are kept per key for the life of the Store and never reused, so they
-// strictly increase across holders, releases and expiries. A key's queue of
-// waiters holds at most [WithMaxWaiters] of them (default
-// driver.DefaultMaxWaiters), exactly.
+// Like a backend shared by processes, a Store's keys can be shared by
+// several handles ([Store.Handle]); closing one closes only that handle.
+// [Plain] hides FIFO and the optional interfaces, to test the Client's
+// fallbacks.
 package memlease

@@ -1,5 +1,3 @@
-// The Store type, its shared state and the driver.Store operations.
-
 package memlease
 
 import (
@@ -7,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -15,310 +12,309 @@ import (
 	"github.com/leasekit/lease/internal/fifo"
 )
 
-// ErrClosed is returned (wrapped) by operations on a closed Store handle and
-// by Next on a closed Subscription.
+// ErrClosed is returned (wrapped) by the operations of a closed Store handle
+// and by Next on a closed subscription.
 var ErrClosed = errors.New("memlease: closed")
 
-// entry is the current (possibly expired) holder of a key.
-type entry struct {
-	token   string
-	holder  string
-	fence   uint64
-	expires time.Time
+// Store is one handle over an in-memory set of keys. It implements
+// [driver.Store], [driver.BatchRenewer] and [driver.Notifier], is safe for
+// concurrent use and runs no goroutines.
+type Store struct {
+	st     *state
+	closed bool // guarded by st.mu
 }
+
+var _ driver.BatchRenewer = (*Store)(nil) // and a driver.Store: see Plain
+var _ driver.Notifier = (*Store)(nil)
 
 // state is what the handles of one Store share.
 type state struct {
-	clock      lease.Clock
-	epoch      time.Time // the clock's time at New: queue expiries count from it
-	limits     driver.Caps
-	maxWaiters int // WithMaxWaiters
-
-	mu     sync.Mutex
-	held   map[string]entry           // key -> holder; expired entries count as free
-	fences map[string]uint64          // key -> last fence granted, kept forever
-	queues map[string][]fifo.Waiter   // key -> waiters in arrival order (see queue.go)
-	subs   map[*subscription]struct{} // open subscriptions of every handle
-}
-
-// Store is an in-memory lease store. It implements [driver.Store],
-// [driver.BatchRenewer], [driver.Notifier], [lease.Limiter] and [lease.Queuer].
-// All methods are safe for concurrent use. It runs no goroutines.
-//
-// A Store is one handle over a set of keys; [Store.Handle] makes more handles
-// over the same keys. Closing a handle ends its subscriptions and makes its
-// own operations fail with [ErrClosed]; other handles keep working.
-type Store struct {
-	st     *state
-	closed atomic.Bool
+	clock lease.Clock
+	epoch time.Time // queue entries expire in nanoseconds since epoch
+	caps  driver.Caps
 
 	mu   sync.Mutex
-	subs map[*subscription]struct{} // subscriptions opened through this handle
+	keys map[string]*record // kept forever, so fences are never reused
+	subs map[*subscription]struct{}
 }
 
-// Compile-time checks of the interfaces a Store implements.
-var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.BatchRenewer = (*Store)(nil)
-	_ driver.Notifier     = (*Store)(nil)
-)
+// record is a key: its holder, the last fence granted and its waiters.
+type record struct {
+	token, holder string
+	fence         uint64
+	expires       time.Time
+	queue         []fifo.Waiter
+}
+
+// Option configures a Store made by [New].
+type Option func(*state)
+
+// WithClock sets the clock by which the Store judges expiry (default, or if
+// c is nil: [lease.SystemClock]). Pass the same fake clock to lease.WithClock
+// to test timing without sleeping.
+func WithClock(c lease.Clock) Option {
+	return func(st *state) { st.clock = c }
+}
+
+// WithLimits makes the Store declare c's MinTTL, MaxTTL and MaxKeyLen in its
+// Caps (default: none), so tests can check how the Client honours them.
+func WithLimits(c driver.Caps) Option {
+	return func(st *state) { st.caps.MinTTL, st.caps.MaxTTL, st.caps.MaxKeyLen = c.MinTTL, c.MaxTTL, c.MaxKeyLen }
+}
+
+// WithMaxWaiters caps each key's queue at n live waiters (default
+// [driver.DefaultMaxWaiters]). The Client rejects an n out of range.
+func WithMaxWaiters(n int) Option {
+	return func(st *state) { st.caps.MaxWaiters = n }
+}
 
 // New returns an empty Store: a first handle over a new set of keys.
 func New(opts ...Option) *Store {
-	cfg := config{clock: lease.SystemClock(), maxWaiters: driver.DefaultMaxWaiters}
-	for _, o := range opts {
-		o(&cfg)
-	}
 	st := &state{
-		clock:      cfg.clock,
-		epoch:      cfg.clock.Now(),
-		limits:     cfg.limits,
-		maxWaiters: cfg.maxWaiters,
-		held:       make(map[string]entry),
-		fences:     make(map[string]uint64),
-		queues:     make(map[string][]fifo.Waiter),
-		subs:       make(map[*subscription]struct{}),
+		caps: driver.Caps{FIFO: true, MaxWaiters: driver.DefaultMaxWaiters},
+		keys: make(map[string]*record),
+		subs: make(map[*subscription]struct{}),
 	}
+	for _, o := range opts {
+		o(st)
+	}
+	if st.clock == nil {
+		st.clock = lease.SystemClock()
+	}
+	st.epoch = st.clock.Now()
 	return &Store{st: st}
 }
 
 // Handle returns a new, open handle over the same keys as s, as another
-// process would see them: leases, fences and release announcements are shared,
-// but closing one handle does not close the others. Handle works on a closed
-// handle too.
+// process sees them. It works on a closed handle too.
 func (s *Store) Handle() *Store { return &Store{st: s.st} }
 
-// Caps reports the limits set with [WithLimits], FIFO and the cap of
-// waiters.
-func (s *Store) Caps() driver.Caps {
-	c := s.st.limits
-	c.FIFO, c.MaxWaiters = true, s.st.maxWaiters
-	return c
-}
+// Caps declares FIFO, the cap of waiters and the limits set by WithLimits.
+func (s *Store) Caps() driver.Caps { return s.st.caps }
 
-// Acquire takes r.Key for r.Token for r.TTL if the key is free or its holder
-// expired and no live waiter is queued ahead of r.Token, with a fence one above
-// the last fence granted for the key. If r.Token already holds the key it
-// refreshes the TTL and returns the same fence. Otherwise the error is a
-// *[lease.HeldError], and with r.Queue the token is queued (see
-// [lease.Queuer]).
+// Acquire grants r.Key to r.Token if the key is free and no live waiter is
+// queued ahead of r.Token, or refreshes the lease if r.Token holds it
+// already. Otherwise it queues r.Token if r.Queue and returns a
+// *lease.HeldError.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if err := s.check(ctx, "acquire"); err != nil {
+	st, now, err := s.lock("acquire")
+	if err != nil {
 		return driver.Grant{}, err
 	}
-	if err := s.st.validate(r, true); err != nil {
-		return driver.Grant{}, err
-	}
-	st := s.st
-	st.mu.Lock()
 	defer st.mu.Unlock()
-	now := st.clock.Now()
-	q := st.liveQueueLocked(r.Key, now)
-	if e, ok := st.held[r.Key]; ok && now.Before(e.expires) {
-		if e.token != r.Token {
-			held := &lease.HeldError{Key: r.Key, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now), Queued: fifo.Ahead(q, r.Token)}
-			if r.Queue {
-				if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
-					return driver.Grant{}, err
-				}
-			}
-			return driver.Grant{}, held
-		}
-		e.holder = r.Holder
-		e.expires = now.Add(r.TTL)
-		st.held[r.Key] = e
-		return driver.Grant{Fence: e.fence}, nil
+	k := st.keys[r.Key]
+	if k == nil {
+		k = &record{}
+		st.keys[r.Key] = k
 	}
-	if ahead := fifo.Ahead(q, r.Token); ahead > 0 {
-		if r.Queue {
-			if err := st.enqueueLocked(r.Key, r.Token, now.Add(r.TTL)); err != nil {
-				return driver.Grant{}, err
+	k.queue = fifo.Live(k.queue, st.nanos(now))
+	switch ahead := fifo.Ahead(k.queue, r.Token); {
+	case k.holds(r.Token, now): // a retried Acquire: same fence, new TTL
+		k.holder, k.expires = r.Holder, now.Add(r.TTL)
+	case !k.held(now) && ahead == 0:
+		k.queue, _ = fifo.Dequeue(k.queue, r.Token)
+		k.token, k.holder, k.fence, k.expires = r.Token, r.Holder, k.fence+1, now.Add(r.TTL)
+	default:
+		if r.Queue { // queue r.Token, or refresh its entry
+			var err error
+			if k.queue, err = fifo.Enqueue(k.queue, r.Key, r.Token, st.nanos(now.Add(r.TTL)), st.caps.MaxWaiters); err != nil {
+				return driver.Grant{}, fmt.Errorf("memlease: acquire %q: %w", r.Key, err)
 			}
 		}
-		return driver.Grant{}, &lease.HeldError{Key: r.Key, Queued: ahead}
+		held := &lease.HeldError{Key: r.Key, Queued: ahead}
+		if k.held(now) {
+			held.Holder, held.Fence, held.Remaining = k.holder, k.fence, k.expires.Sub(now)
+		}
+		return driver.Grant{}, held
 	}
-	st.dequeueLocked(r.Key, r.Token)
-	fence := st.fences[r.Key] + 1
-	st.fences[r.Key] = fence
-	st.held[r.Key] = entry{token: r.Token, holder: r.Holder, fence: fence, expires: now.Add(r.TTL)}
-	return driver.Grant{Fence: fence}, nil
+	return driver.Grant{Fence: k.fence}, nil
 }
 
-// Renew extends the lease to r.TTL from now if r.Token still holds r.Key;
-// otherwise the error matches [lease.ErrNotHeld].
+// Renew extends the lease to r.TTL from now if r.Token still holds r.Key.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
-	if err := s.check(ctx, "renew"); err != nil {
-		return err
-	}
-	st := s.st
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.renewLocked(r, st.clock.Now())
+	return s.RenewMany(ctx, []driver.Request{r})[0]
 }
 
-// RenewMany renews every request as Renew would, atomically, and returns one
-// error per request.
+// RenewMany renews every request as Renew would, at one instant.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
-	if err := s.check(ctx, "renew"); err != nil {
+	st, now, err := s.lock("renew")
+	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
-	st := s.st
-	st.mu.Lock()
 	defer st.mu.Unlock()
-	now := st.clock.Now()
 	for i, r := range rs {
-		errs[i] = st.renewLocked(r, now)
+		if k := st.keys[r.Key]; k.holds(r.Token, now) {
+			k.expires = now.Add(r.TTL)
+		} else {
+			errs[i] = fmt.Errorf("memlease: renew %q: %w", r.Key, lease.ErrNotHeld)
+		}
 	}
 	return errs
 }
 
-// Release frees r.Key if r.Token still holds it and announces the release to
-// every open subscription; otherwise the error matches [lease.ErrNotHeld]. It
-// also takes r.Token out of the key's queue of waiters, announcing the key if
-// it is free so that the next waiter looks again.
+// Release frees r.Key if r.Token holds it, or takes r.Token out of the key's
+// queue, and announces the key when it is free.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	if err := s.check(ctx, "release"); err != nil {
-		return err
-	}
-	if err := s.st.validate(r, false); err != nil {
-		return err
-	}
-	st := s.st
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	now := st.clock.Now()
-	if _, err := st.holdingLocked(r, now); err != nil {
-		if st.dequeueLocked(r.Key, r.Token) {
-			if e, ok := st.held[r.Key]; !ok || !now.Before(e.expires) {
-				st.announceLocked(r.Key, now)
-			}
-		}
-		return err
-	}
-	delete(st.held, r.Key)
-	st.announceLocked(r.Key, now)
-	return nil
-}
-
-// announceLocked tells every open subscription that key may be free, naming
-// the live waiter at the head of its queue, if any; st.mu is held.
-func (st *state) announceLocked(key string, now time.Time) {
-	a := driver.Announcement{Key: key}
-	if q := st.liveQueueLocked(key, now); len(q) > 0 {
-		a.Next = q[0].Token
-	}
-	for sub := range st.subs {
-		sub.announceLocked(a)
-	}
-}
-
-// Inspect reports who holds key. For a free key Info.Held is false and
-// Info.Fence is the last fence granted for the key (0 if none).
-func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := s.check(ctx, "inspect"); err != nil {
-		return driver.Info{}, err
-	}
-	if err := s.st.validateKey(key); err != nil {
-		return driver.Info{}, err
-	}
-	st := s.st
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	now := st.clock.Now()
-	if e, ok := st.held[key]; ok && now.Before(e.expires) {
-		return driver.Info{Key: key, Held: true, Holder: e.holder, Fence: e.fence, Remaining: e.expires.Sub(now)}, nil
-	}
-	return driver.Info{Key: key, Fence: st.fences[key]}, nil
-}
-
-// Close closes this handle and the subscriptions opened through it. Other
-// handles and their leases are not affected. Closing twice is harmless.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	s.mu.Lock()
-	subs := s.subs
-	s.subs = nil
-	s.mu.Unlock()
-	for sub := range subs {
-		sub.close()
-	}
-	return nil
-}
-
-// check fails when ctx is done or the handle is closed.
-func (s *Store) check(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memlease: %s: %w", op, err)
-	}
-	if s.closed.Load() {
-		return fmt.Errorf("memlease: %s: %w", op, ErrClosed)
-	}
-	return nil
-}
-
-// renewLocked renews r at now; st.mu is held.
-func (st *state) renewLocked(r driver.Request, now time.Time) error {
-	if err := st.validate(r, true); err != nil {
-		return err
-	}
-	e, err := st.holdingLocked(r, now)
+	st, now, err := s.lock("release")
 	if err != nil {
 		return err
 	}
-	e.expires = now.Add(r.TTL)
-	st.held[r.Key] = e
-	return nil
-}
-
-// holdingLocked returns r.Key's entry if r.Token holds it at now; st.mu is held.
-func (st *state) holdingLocked(r driver.Request, now time.Time) (entry, error) {
-	e, ok := st.held[r.Key]
-	switch {
-	case !ok:
-		return entry{}, fmt.Errorf("memlease: key %q is not held: %w", r.Key, lease.ErrNotHeld)
-	case e.token != r.Token:
-		return entry{}, fmt.Errorf("memlease: key %q is held by another token: %w", r.Key, lease.ErrNotHeld)
-	case !now.Before(e.expires):
-		return entry{}, fmt.Errorf("memlease: lease on key %q expired: %w", r.Key, lease.ErrNotHeld)
-	}
-	return e, nil
-}
-
-// validate checks r against the store's limits; withTTL also checks r.TTL.
-func (st *state) validate(r driver.Request, withTTL bool) error {
-	if err := st.validateKey(r.Key); err != nil {
-		return err
-	}
-	if r.Token == "" {
-		return lease.Invalid("token", "empty")
-	}
-	if !withTTL {
+	defer st.mu.Unlock()
+	k := st.keys[r.Key]
+	if k.holds(r.Token, now) {
+		k.token = ""
+		st.announce(r.Key, k, now)
 		return nil
 	}
-	if r.TTL <= 0 {
-		return lease.Invalid("ttl", "%v is not positive", r.TTL)
+	if k != nil {
+		var left bool
+		// The waiter leaving may have been the head: the next one may look.
+		if k.queue, left = fifo.Dequeue(k.queue, r.Token); left && !k.held(now) {
+			st.announce(r.Key, k, now)
+		}
 	}
-	if st.limits.MinTTL > 0 && r.TTL < st.limits.MinTTL {
-		return lease.Invalid("ttl", "%v is below the store's minimum %v", r.TTL, st.limits.MinTTL)
+	return fmt.Errorf("memlease: release %q: %w", r.Key, lease.ErrNotHeld)
+}
+
+// Inspect reports who holds key.
+func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	st, now, err := s.lock("inspect")
+	if err != nil {
+		return driver.Info{}, err
 	}
-	if st.limits.MaxTTL > 0 && r.TTL > st.limits.MaxTTL {
-		return lease.Invalid("ttl", "%v is above the store's maximum %v", r.TTL, st.limits.MaxTTL)
+	defer st.mu.Unlock()
+	if k := st.keys[key]; k.held(now) {
+		return driver.Info{Key: key, Held: true, Holder: k.holder, Fence: k.fence, Remaining: k.expires.Sub(now)}, nil
+	}
+	return driver.Info{Key: key}, nil
+}
+
+// Close closes this handle and the subscriptions opened through it; the keys
+// and other handles are not affected. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.closed = true
+	for sub := range s.st.subs {
+		if sub.owner == s {
+			sub.closeLocked(ErrClosed)
+		}
 	}
 	return nil
 }
 
-func (st *state) validateKey(key string) error {
-	if key == "" {
-		return lease.Invalid("key", "empty")
+// lock locks the shared state unless s is closed, and reads the clock.
+// Operations never block, so they ignore ctx.
+func (s *Store) lock(op string) (*state, time.Time, error) {
+	s.st.mu.Lock()
+	if s.closed {
+		s.st.mu.Unlock()
+		return nil, time.Time{}, fmt.Errorf("memlease: %s: %w", op, ErrClosed)
 	}
-	if st.limits.MaxKeyLen > 0 && len(key) > st.limits.MaxKeyLen {
-		return lease.Invalid("key", "longer than the store's maximum of %d bytes", st.limits.MaxKeyLen)
+	return s.st, s.st.clock.Now(), nil
+}
+
+// nanos is t in nanoseconds since the store's epoch, the unit of fifo.
+func (st *state) nanos(t time.Time) int64 { return int64(t.Sub(st.epoch)) }
+
+// held reports whether k has a live holder; k may be nil.
+func (k *record) held(now time.Time) bool { return k != nil && k.token != "" && now.Before(k.expires) }
+
+// holds reports whether token is k's live holder; k may be nil.
+func (k *record) holds(token string, now time.Time) bool { return k.held(now) && k.token == token }
+
+// plainStore embeds the interface, so its method set is driver.Store's alone.
+type plainStore struct{ driver.Store }
+
+// Caps reports the inner store's limits without FIFO.
+func (p plainStore) Caps() driver.Caps {
+	c := p.Store.Caps()
+	c.FIFO, c.MaxWaiters = false, 0
+	return c
+}
+
+// Plain returns s without FIFO and without the optional interfaces: a Client
+// over it renews lease by lease, waits for holders' TTLs instead of
+// announcements and lets its waiters race. Closing it closes s.
+func Plain(s *Store) driver.Store { return plainStore{s} }
+
+// ErrOverflow ends a subscription (Next returns it, wrapped) whose reader
+// fell more than MaxPending announcements behind.
+var ErrOverflow = errors.New("memlease: subscription overflowed, announcements were missed")
+
+// MaxPending is how many unread announcements a subscription holds.
+const MaxPending = 1024
+
+// subscription is a driver.Subscription: announce sends into ch under st.mu,
+// without blocking; Next receives.
+type subscription struct {
+	st    *state
+	owner *Store
+	ch    chan driver.Announcement
+	err   error // why ch was closed
+}
+
+// Subscribe opens a subscription to the releases of every key, through any
+// handle. It ends when it or this handle is closed.
+func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
+	st, _, err := s.lock("subscribe")
+	if err != nil {
+		return nil, err
 	}
+	defer st.mu.Unlock()
+	sub := &subscription{st: st, owner: s, ch: make(chan driver.Announcement, MaxPending)}
+	st.subs[sub] = struct{}{}
+	return sub, nil
+}
+
+// announce tells every subscription that key is free, naming the live head
+// of its queue; st.mu is held.
+func (st *state) announce(key string, k *record, now time.Time) {
+	a := driver.Announcement{Key: key}
+	if k.queue = fifo.Live(k.queue, st.nanos(now)); len(k.queue) > 0 {
+		a.Next = k.queue[0].Token
+	}
+	for sub := range st.subs {
+		select {
+		case sub.ch <- a:
+		default: // the reader missed this one: end the subscription
+			sub.closeLocked(ErrOverflow)
+		}
+	}
+}
+
+// Next returns the next announcement, waiting until there is one or ctx
+// ends; then the error that ended the subscription.
+func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
+	select {
+	case a, open := <-sub.ch:
+		if !open {
+			return driver.Announcement{}, sub.err
+		}
+		return a, nil
+	case <-ctx.Done():
+		return driver.Announcement{}, fmt.Errorf("memlease: next: %w", ctx.Err())
+	}
+}
+
+// Close ends the subscription and unblocks Next. Closing twice is harmless.
+func (sub *subscription) Close() error {
+	sub.st.mu.Lock()
+	defer sub.st.mu.Unlock()
+	sub.closeLocked(ErrClosed)
 	return nil
+}
+
+// closeLocked ends the subscription: Next returns the announcements still
+// in ch, then err; st.mu is held.
+func (sub *subscription) closeLocked(err error) {
+	if _, open := sub.st.subs[sub]; open {
+		delete(sub.st.subs, sub) // no send after this: close(ch) is safe
+		sub.err = fmt.Errorf("memlease: next: %w", err)
+		close(sub.ch)
+	}
 }

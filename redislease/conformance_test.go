@@ -4,33 +4,28 @@
 package redislease_test
 
 import (
-	"context"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/redislease"
 	"github.com/redis/go-redis/v9"
 )
 
-// harness makes stores that each get a fresh client from newClient (closed
-// when the subtest ends) and prefix "leasetest:<ns>:". The namespaces' keys
-// are deleted through admin once the whole test ends: not earlier, since
-// stores of one namespace outlive each other.
-func harness(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) leasetest.Harness {
+// runConformance runs the suite on stores that each get a fresh client from
+// newClient and prefix "leasetest:<ns>:". Keys are deleted through admin
+// when the whole test ends, since stores of one namespace outlive each other.
+func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
 	var mu sync.Mutex
 	var prefixes []string
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
 		for _, p := range prefixes {
 			deletePrefix(admin, p)
 		}
 	})
-	return leasetest.Harness{
-		NewStore: func(t testing.TB, ns string) lease.Store {
+	leasetest.Run(t, leasetest.Harness{
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			prefix := "leasetest:" + ns + ":"
 			mu.Lock()
 			prefixes = append(prefixes, prefix)
@@ -43,25 +38,12 @@ func harness(t *testing.T, admin redis.UniversalClient, newClient func() redis.U
 			}
 			return s
 		},
-	}
-}
-
-// runConformance runs the suite with the stores of harness.
-func runConformance(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient) {
-	leasetest.Run(t, harness(t, admin, newClient))
+	})
 }
 
 func TestConformance(t *testing.T) {
-	admin := sharedClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := admin.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at LEASE_TEST_REDIS_ADDR: %v", err)
-	}
-	addr := admin.Options().Addr
-	runConformance(t, admin, func() redis.UniversalClient {
-		return redis.NewClient(&redis.Options{Addr: addr})
-	})
+	addr := sharedClient(t).Options().Addr
+	runConformance(t, sharedClient(t), func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) })
 }
 
 func TestConformanceCluster(t *testing.T) {

@@ -36,16 +36,3 @@ func ExampleNew() {
 	}
 	fmt.Println(info.Held, info.Holder)
 }
-
-func ExampleNew_cluster() {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:    []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
-		Password: os.Getenv("REDIS_PASSWORD"),
-	})
-	defer rdb.Close()
-	store, err := redislease.New(rdb)
-	if err != nil {
-		log.Fatal(err)
-	}
-	_ = store
-}

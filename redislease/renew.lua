@@ -1,14 +1,7 @@
--- renew.lua: extend a lease if the caller's token still holds it.
---
--- KEYS[1] lease (token NUL fence NUL holder, see grant.lua)
--- ARGV[1] token followed by a NUL byte, ARGV[2] TTL in whole milliseconds
---
--- Returns 1 when renewed, 0 when the token does not hold the key. Tokens
--- contain no NUL, so a lease that starts with ARGV[1] holds exactly that
--- token.
-
+-- renew.lua: extend KEYS[1] to ARGV[2] ms if token ARGV[1] holds it.
+-- Returns 1 when renewed, 0 when not held.
 local cur = redis.call('GET', KEYS[1])
-if cur and string.sub(cur, 1, #ARGV[1]) == ARGV[1] then
+if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

@@ -4,17 +4,14 @@
 package redislease_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,23 +44,6 @@ func redisServerBin(t testing.TB) string {
 // freePorts returns n distinct loopback TCP ports that were free a moment ago.
 func freePorts(t testing.TB, n int) []int { return testport.Free(t, n) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // redisServer is one private redis-server process (restartable).
 type redisServer struct {
 	t    testing.TB
@@ -71,7 +51,6 @@ type redisServer struct {
 	dir  string
 	port int
 	args []string
-	out  syncBuffer
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -92,6 +71,12 @@ func startRedisOn(t testing.TB, port int, args ...string) *redisServer {
 	return s
 }
 
+// log returns the server's log file.
+func (s *redisServer) log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return string(b)
+}
+
 func (s *redisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 func (s *redisServer) start() {
@@ -99,10 +84,9 @@ func (s *redisServer) start() {
 	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
-		"--logfile", "",
+		"--logfile", "redis.log",
 	}, s.args...)
 	s.cmd = exec.Command(s.bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
@@ -123,88 +107,38 @@ func (s *redisServer) start() {
 		}
 		select {
 		case <-done:
-			s.t.Fatalf("redis-server on %s exited at start:\n%s", s.Addr(), s.out.String())
+			s.t.Fatalf("redis-server on %s exited at start:\n%s", s.Addr(), s.log())
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			s.t.Fatalf("redis-server on %s not ready after 10s: %v\n%s", s.Addr(), err, s.out.String())
+			s.t.Fatalf("redis-server on %s not ready after 10s: %v\n%s", s.Addr(), err, s.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// stop shuts the server down without saving and waits for it to exit.
-func (s *redisServer) stop() {
-	s.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err := c.ShutdownNoSave(ctx).Err() // on success, the server closes the connection
-	cancel()
-	_ = c.Close()
-	var rerr redis.Error
-	if errors.As(err, &rerr) { // refused (NOAUTH...): kill it
-		s.t.Logf("SHUTDOWN NOSAVE: %v; killing redis-server", err)
-		s.kill()
-		return
-	}
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.kill()
-		s.t.Fatalf("redis-server on %s did not shut down in 10s", s.Addr())
-	}
-}
-
 // kill ends the process if it still runs and waits for it.
 func (s *redisServer) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Kill()
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.t.Errorf("redis-server pid %d did not exit after SIGKILL", s.cmd.Process.Pid)
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		<-s.done
 	}
 }
 
 // commandStats returns INFO commandstats as command name -> calls.
 func commandStats(t *testing.T, ctx context.Context, c *redis.Client) map[string]int {
 	t.Helper()
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
 	stats := map[string]int{}
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
+	for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\n") {
+		var calls int
+		name, rest, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if _, err := fmt.Sscanf(rest, "%d", &calls); err == nil {
+			stats[name] = calls
 		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					t.Fatalf("bad commandstats line %q", line)
-				}
-				stats[name] = n
-			}
-		}
+	}
+	if len(stats) == 0 {
+		t.Fatal("INFO commandstats: nothing read")
 	}
 	return stats
-}
-
-func formatStats(m map[string]int) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		fmt.Fprintf(&b, " %s=%d", k, m[k])
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -1,344 +1,246 @@
-// Store: construction, validation and the single-lease operations.
-
 package redislease
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxKeyLen is the longest lease key, in bytes, the store accepts.
-const MaxKeyLen = lease.MaxKeyLen
-
-// MinTTL is the granularity of Redis expiries; TTLs are rounded up to it.
-const MinTTL = time.Millisecond
+// DefaultPrefix is the key prefix when WithPrefix is not given.
+const DefaultPrefix = "lease:"
 
 var (
-	_ lease.Store        = (*Store)(nil)
-	_ lease.BatchRenewer = (*Store)(nil)
-	_ lease.Notifier     = (*Store)(nil)
-	_ lease.Limiter      = (*Store)(nil)
-	_ lease.Queuer       = (*Store)(nil)
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	inspectScript = redis.NewScript(inspectSrc)
 )
 
-// Store keeps leases in Redis. It is safe for concurrent use and holds no
-// resources of its own: it runs no goroutines and does not own the client.
-type Store struct {
-	client    redis.UniversalClient
-	prefix    string
-	channel   string       // the namespace's release channel
-	own       string       // this store's channel: hand-offs to its waiters
-	id        string       // random; names own and this store's queue entries
-	ack       replicaAck   // WithReplicaAck: WAIT after each write
-	listening atomic.Int32 // open subscriptions: queued entries ask for a hand-off
+var (
+	_ driver.Store        = (*Store)(nil)
+	_ driver.BatchRenewer = (*Store)(nil)
+	_ driver.Notifier     = (*Store)(nil)
+)
 
-	maxWaiters int // WithMaxWaiters: the cap of each key's queue
+// Store keeps leases in Redis. It is safe for concurrent use, runs no
+// goroutines and does not own its Redis client.
+type Store struct {
+	client     redis.UniversalClient
+	prefix     string
+	maxWaiters int
+	ack        replicaAck
 }
 
-// New returns a Store that keeps leases in Redis through client. The store
-// does not close client: the caller owns it and closes it after the store's
-// last use.
+type config struct {
+	prefix     string
+	maxWaiters int
+	ack        replicaAck
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithPrefix sets the prefix of every Redis key and of the release channel
+// (default [DefaultPrefix]). Stores with the same prefix on the same Redis
+// share leases. The prefix must not contain '{' or '}'.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithMaxWaiters caps each key's queue at n live waiters (default
+// [driver.DefaultMaxWaiters]); New refuses n outside
+// 1..[driver.MaxMaxWaiters]. Stores sharing a prefix
+// should use the same cap.
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+
+// New returns a Store that keeps leases in Redis through client, which the
+// caller keeps and closes after the store's last use.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	if client == nil {
-		return nil, fmt.Errorf("redislease: %w", lease.Invalid("store", "nil redis client"))
-	}
-	c := config{prefix: DefaultPrefix, maxWaiters: lease.DefaultMaxWaiters}
+	c := config{prefix: DefaultPrefix, maxWaiters: driver.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	if !validPrefix(c.prefix) {
-		return nil, fmt.Errorf("redislease: %w", lease.Invalid("prefix", "%q contains '{' or '}'", c.prefix))
+	var err error
+	switch {
+	case client == nil:
+		err = lease.Invalid("store", "nil redis client")
+	case strings.ContainsAny(c.prefix, "{}"):
+		err = lease.Invalid("prefix", "%q contains '{' or '}'", c.prefix)
+	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
+		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
+	default:
+		err = c.ack.check(client)
 	}
-	if err := c.ack.check(client); err != nil {
-		return nil, fmt.Errorf("redislease: %w", err)
-	}
-	id, err := storeID()
 	if err != nil {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
-	ch := c.prefix + "released"
-	if err := lease.CheckMaxWaiters(c.maxWaiters); err != nil {
-		return nil, fmt.Errorf("redislease: %w", err)
-	}
-	return &Store{client: client, prefix: c.prefix, channel: ch, own: ch + ":" + id, id: id, ack: c.ack, maxWaiters: c.maxWaiters}, nil
+	return &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack}, nil
 }
 
-// Prefix returns the namespace prefix of the store's keys.
+// Prefix returns the prefix of the store's keys.
 func (s *Store) Prefix() string { return s.prefix }
 
-// Client returns the Redis client the store was given (its caller owns it).
+// Client returns the Redis client the store was given.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Channel returns the namespace's Pub/Sub channel, on which releases are
-// published; a release that hands a key to a waiter is published on the
-// waiter's store's own channel instead (see the package documentation).
-func (s *Store) Channel() string { return s.channel }
-
-// Limits reports the store's limits: keys of at most MaxKeyLen bytes and a
-// TTL granularity of one millisecond.
-func (s *Store) Limits() lease.Limits {
-	return lease.Limits{MinTTL: MinTTL, MaxKeyLen: MaxKeyLen}
+// Caps reports FIFO, the cap of waiters and millisecond TTLs.
+func (s *Store) Caps() driver.Caps {
+	return driver.Caps{MinTTL: time.Millisecond, FIFO: true, MaxWaiters: s.maxWaiters}
 }
 
-// Close does nothing: the store owns no resources, and the Redis client it
-// was given stays open (its owner closes it).
+// Close does nothing: the Redis client stays open.
 func (s *Store) Close() error { return nil }
 
-// QueuesWaiters reports true: the store hands a freed key to the waiter that
-// has waited longest (see [lease.Queuer] and the package documentation).
-func (s *Store) QueuesWaiters() bool { return true }
+// keys returns the lease, fence counter, queue and queue expiry keys of key,
+// all with the hash tag {esc(key)}, hence in one Cluster slot.
+func (s *Store) keys(key string) []string {
+	lk := s.leaseKey(key)
+	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx"}
+}
 
-// Acquire takes r.Key for r.Token for r.TTL if it is free and no live waiter
-// is queued ahead of r.Token, refreshes the TTL if r.Token already holds it,
-// and otherwise returns a *lease.HeldError whose Queued counts the waiters
-// ahead. With r.Queue, a refused token is queued, or its entry refreshed for
-// r.TTL (see [lease.Queuer]); a granted token leaves the queue.
-func (s *Store) Acquire(ctx context.Context, r lease.Request) (lease.Grant, error) {
-	if err := validate(r, true); err != nil {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
+
+// escaper keeps the hash tag exactly the key, and the mapping injective.
+var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// Acquire runs acquire.lua: see [driver.Store].
+func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if strings.IndexByte(r.Key, 0) >= 0 {
+		return driver.Grant{}, fmt.Errorf("redislease: acquire: %w", lease.Invalid("key", "contains a NUL byte"))
 	}
-	if err := lease.CheckHolder(r.Holder); err != nil {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
-	}
-	queue, listens := "0", ""
-	if r.Queue {
-		queue = "1"
-	}
-	if s.listening.Load() > 0 {
-		listens = s.id
-	}
-	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
-	cmd, ack := s.run(ctx, acquireScript, []string{lk, fk, qk, qx, qd},
-		r.Token, r.Holder, ttlMillis(r.TTL), queue, listens, s.maxWaiters)
-	v, err := cmd.Result()
+	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters)
 	if err != nil {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
-	if f, granted := v.(string); granted { // the fence alone: granted
-		fence, err := parseFence(f)
-		if err == nil {
-			err = ack // granted on the primary, but not on enough replicas
-		}
+	if f, ok := v.(string); ok {
+		fence, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+			return driver.Grant{}, fmt.Errorf("redislease: acquire %q: fence: %w", r.Key, err)
 		}
-		return lease.Grant{Fence: fence}, nil
+		return driver.Grant{Fence: fence}, nil
 	}
+	f, err := fields(v, 5)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	}
+	if f[0] == "-1" {
+		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
+	}
+	return driver.Grant{}, &lease.HeldError{Key: r.Key, Holder: f[1], Remaining: millis(f[2]), Fence: uint64(num(f[3])), Queued: int(num(f[4]))}
+}
+
+// Renew runs renew.lua.
+func (s *Store) Renew(ctx context.Context, r driver.Request) error {
+	v, err := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+	return result("renew", r.Key, v, err)
+}
+
+// RenewMany sends one EVALSHA per request in one pipeline: one round trip on
+// a single node. With WithReplicaAck it renews one request at a time.
+func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
+	errs := make([]error, len(rs))
+	if s.ack.n > 0 {
+		for i, r := range rs {
+			errs[i] = s.Renew(ctx, r)
+		}
+		return errs
+	}
+	cmds := s.renewPipeline(ctx, rs)
+	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
+		// An empty script cache: load it and send all again (renewals are idempotent).
+		if err := renewScript.Load(ctx, s.client).Err(); err == nil {
+			cmds = s.renewPipeline(ctx, rs)
+		}
+	}
+	for i, c := range cmds {
+		errs[i] = result("renew", rs[i].Key, c.Val(), c.Err())
+	}
+	return errs
+}
+
+func (s *Store) renewPipeline(ctx context.Context, rs []driver.Request) []*redis.Cmd {
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(rs))
+	for i, r := range rs {
+		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	return cmds
+}
+
+// Release runs release.lua, which announces the release.
+func (s *Store) Release(ctx context.Context, r driver.Request) error {
+	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key)
+	return result("release", r.Key, v, err)
+}
+
+// Inspect runs inspect.lua. A free key's Fence is the last one granted.
+func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	v, err := inspectScript.Run(ctx, s.client, s.keys(key)[:2]).Result()
+	var f []string
+	if err == nil {
+		f, err = fields(v, 4)
+	}
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
+	}
+	return driver.Info{Key: key, Held: f[0] == "1", Holder: f[1], Fence: uint64(num(f[2])), Remaining: millis(f[3])}, nil
+}
+
+// result is the error of a renewal or release whose script replied v.
+func result(op, key string, v any, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("redislease: %s %q: %w", op, key, err)
+	case v != int64(1):
+		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// fields reads a script's table reply of n strings or integers.
+func fields(v any, n int) ([]string, error) {
 	res, ok := v.([]any)
-	if !ok {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: unexpected reply %T", r.Key, v)
+	if !ok || len(res) != n {
+		return nil, fmt.Errorf("unexpected script reply %v", v)
 	}
-	holder, err1 := replyString(res, 1)
-	pttl, err2 := replyInt(res, 2)
-	fence, err3 := replyUint(res, 3)
-	ahead, err4 := replyInt(res, 4)
-	if err := firstErr(err1, err2, err3, err4); err != nil {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
+	f := make([]string, n)
+	for i, x := range res {
+		f[i] = fmt.Sprint(x)
 	}
-	if full, _ := replyInt(res, 0); full == -1 {
-		return lease.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
-	}
-	return lease.Grant{}, &lease.HeldError{Key: r.Key, Holder: holder, Fence: fence, Remaining: millis(pttl), Queued: int(ahead)}
+	return f, nil
 }
 
-// Renew extends r.Key to r.TTL from now if r.Token still holds it, and
-// otherwise returns an error wrapping lease.ErrNotHeld.
-func (s *Store) Renew(ctx context.Context, r lease.Request) error {
-	if err := validate(r, true); err != nil {
-		return fmt.Errorf("redislease: renew %q: %w", r.Key, err)
-	}
-	cmd, ack := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, leaseToken(r.Token), ttlMillis(r.TTL))
-	n, err := cmd.Int64()
-	if err == nil && n == 1 && ack != nil {
-		return fmt.Errorf("redislease: renew %q: %w", r.Key, ack)
-	}
-	return renewResult(r.Key, n, err)
+// num parses a number of a script reply; our scripts write only numbers.
+func num(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
-func renewResult(key string, n int64, err error) error {
-	if err != nil {
-		return fmt.Errorf("redislease: renew %q: %w", key, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("redislease: renew %q: %w", key, lease.ErrNotHeld)
-	}
-	return nil
-}
-
-// Release frees r.Key if r.Token holds it and publishes the key on the
-// release channel; otherwise it returns an error wrapping lease.ErrNotHeld.
-// The key's fence counter is kept. It also takes r.Token out of the key's
-// queue of waiters, publishing the key if that removed an entry while the key
-// is free, so that the next waiter looks again.
-func (s *Store) Release(ctx context.Context, r lease.Request) error {
-	if err := validate(r, false); err != nil {
-		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
-	}
-	lk, fk, qk, qx, qd := s.scriptKeys(r.Key)
-	cmd, ack := s.run(ctx, releaseScript, []string{lk, qk, qx, qd, fk}, r.Token, s.channel, r.Key, leaseToken(r.Token))
-	n, err := cmd.Int64()
-	if err == nil && n == 1 {
-		err = ack // released on the primary, but not on enough replicas
-	}
-	if err != nil {
-		return fmt.Errorf("redislease: release %q: %w", r.Key, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("redislease: release %q: %w", r.Key, lease.ErrNotHeld)
-	}
-	return nil
-}
-
-// Inspect reports who holds key. For a free key, Info.Fence is the last
-// fence granted for it, if Redis still has the counter.
-func (s *Store) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	if err := validKey(key); err != nil {
-		return lease.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
-	}
-	res, err := inspectScript.Run(ctx, s.client, []string{s.leaseKey(key), s.fenceKey(key)}).Slice()
-	if err != nil {
-		return lease.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
-	}
-	held, err1 := replyInt(res, 0)
-	holder, err2 := replyString(res, 1)
-	fence, err3 := replyUint(res, 2)
-	pttl, err4 := replyInt(res, 3)
-	if err := firstErr(err1, err2, err3, err4); err != nil {
-		return lease.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
-	}
-	if held != 1 {
-		return lease.Info{Key: key, Fence: fence}, nil
-	}
-	return lease.Info{Key: key, Held: true, Holder: holder, Fence: fence, Remaining: millis(pttl)}, nil
-}
-
-func validKey(key string) error {
-	if key == "" {
-		return lease.Invalid("key", "empty")
-	}
-	if len(key) > MaxKeyLen {
-		return lease.Invalid("key", "longer than %d bytes", MaxKeyLen)
-	}
-	if strings.IndexByte(key, 0) >= 0 {
-		return lease.Invalid("key", "contains a NUL byte (announcements separate the key with NUL)")
-	}
-	return nil
-}
-
-func validate(r lease.Request, needTTL bool) error {
-	if err := validKey(r.Key); err != nil {
-		return err
-	}
-	if r.Token == "" {
-		return lease.Invalid("token", "empty")
-	}
-	if strings.IndexByte(r.Token, 0) >= 0 {
-		return lease.Invalid("token", "contains a NUL byte (the lease string separates its fields with NUL)")
-	}
-	if needTTL && r.TTL <= 0 {
-		return lease.Invalid("ttl", "%v is not positive", r.TTL)
-	}
-	return nil
-}
-
-// leaseToken is how a lease string starts when token holds it (see
-// grant.lua): the token and the NUL byte after it.
-func leaseToken(token string) string { return token + "\x00" }
+// millis converts a PTTL reply; negative values (no key) become 0.
+func millis(ms string) time.Duration { return time.Duration(max(num(ms), 0)) * time.Millisecond }
 
 // ttlMillis rounds d up to whole milliseconds, as PEXPIRE takes them.
-func ttlMillis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
+func ttlMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-// millis converts a PTTL reply; negative values (no TTL, no key) become 0.
-func millis(ms int64) time.Duration {
-	if ms <= 0 {
-		return 0
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func replyAt(res []any, i int) (any, error) {
-	if i >= len(res) {
-		return nil, fmt.Errorf("unexpected script reply: %d elements, want more than %d", len(res), i)
-	}
-	return res[i], nil
-}
-
-func replyInt(res []any, i int) (int64, error) {
-	v, err := replyAt(res, i)
-	if err != nil {
-		return 0, err
-	}
-	switch v := v.(type) {
-	case int64:
-		return v, nil
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	}
-	return 0, fmt.Errorf("unexpected script reply element %d: %T", i, v)
-}
-
-func replyString(res []any, i int) (string, error) {
-	v, err := replyAt(res, i)
-	if err != nil {
-		return "", err
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("unexpected script reply element %d: %T", i, v)
-	}
-	return s, nil
-}
-
-// parseFence parses a fence the scripts return as a decimal string; ""
-// (no counter) is 0.
-func parseFence(v string) (uint64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad fence %q: %w", v, err)
-	}
-	return n, nil
-}
-
-// replyUint parses a fence; "" (no counter) is 0.
-func replyUint(res []any, i int) (uint64, error) {
-	v, err := replyAt(res, i)
-	if err != nil {
-		return 0, err
-	}
-	switch v := v.(type) {
-	case string:
-		return parseFence(v)
-	case int64:
-		if v >= 0 {
-			return uint64(v), nil
-		}
-	}
-	return 0, fmt.Errorf("unexpected script reply element %d: %v", i, v)
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

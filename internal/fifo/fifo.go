@@ -1,5 +1,5 @@
 // Package fifo is the queue of waiters that the in-memory and file stores
-// keep per key beside the lease (the [lease.Queuer] contract): tokens in
+// keep per key beside the lease (the FIFO rules of package driver): tokens in
 // arrival order, each entry live until its expiry, refreshed in place, and
 // capped. The functions work on slices; the store keeps them under its lock.
 package fifo
