@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
@@ -32,11 +32,8 @@ func TestConformanceWithCredentials(t *testing.T) {
 	t.Cleanup(func() { removeAll(owner.Conn(), base) })
 }
 
-// ensembleTTL is the suite's TTL on the private three-server ensemble: three
-// JVMs on a small, busy CI machine can stall a write for half a second, and a
-// 1 s TTL then loses leases (correctly, at the local deadline) that the test
-// expects to keep.
-// The suite holds some leases for 6 TTLs, so the session must be that long.
+// The suite's TTL on the private ensemble: three JVMs on a busy machine can
+// stall a write for half a second. The suite holds leases for 6 TTLs.
 const (
 	ensembleTTL     = 2 * time.Second
 	ensembleSession = 6 * ensembleTTL
@@ -48,7 +45,7 @@ func runSuite(t *testing.T, srvs []string, ttl, session time.Duration, opts ...z
 	base := root("conformance")
 	leasetest.Run(t, leasetest.Harness{
 		TTL: ttl,
-		NewStore: func(t testing.TB, ns string) lease.Store {
+		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := zklease.Dial(testCtx(t, 30*time.Second), srvs, session, slices.Concat(opts, []zklease.Option{zklease.WithRoot(base + "/" + ns)})...)
 			if err != nil {
 				t.Fatalf("zklease.Dial: %v", err)

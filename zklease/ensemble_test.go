@@ -16,54 +16,13 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/zktest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
 )
 
-// startEnsemble starts a private three-server ensemble (internal/zktest),
-// killed at cleanup, and returns its servers once it serves writes.
-func startEnsemble(t *testing.T) []*zktest.Server {
-	t.Helper()
-	srvs := zktest.Start(t).Servers
-	// Ready once a store can acquire and release a key (a quorum write).
-	ctx := testCtx(t, 90*time.Second)
-	for {
-		err := probe(ctx, addrs(srvs))
-		if err == nil {
-			return srvs
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the ensemble %v did not serve writes within 90s: %v", addrs(srvs), err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func probe(ctx context.Context, srvs []string) error {
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	s, err := zklease.Dial(dctx, srvs, testSession, zklease.WithRoot("/leasekit-probe"))
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	r := lease.Request{Key: "probe", Token: token(), Holder: "probe", TTL: time.Second}
-	if _, err := s.Acquire(dctx, r); err != nil {
-		return err
-	}
-	return s.Release(dctx, r)
-}
-
-func addrs(srvs []*zktest.Server) []string {
-	var a []string
-	for _, s := range srvs {
-		a = append(a, s.Addr)
-	}
-	return a
-}
-
-func newClient(t *testing.T, s lease.Store, opts ...lease.Option) *lease.Client {
+func newClient(t *testing.T, s driver.Store, opts ...lease.Option) *lease.Client {
 	t.Helper()
 	c, err := lease.New(s, opts...)
 	if err != nil {
@@ -74,24 +33,23 @@ func newClient(t *testing.T, s lease.Store, opts ...lease.Option) *lease.Client 
 }
 
 func TestEnsemble(t *testing.T) {
-	srvs := startEnsemble(t)
-	all := addrs(srvs)
-	t.Logf("ensemble: %v", all)
+	ens := zktest.Start(t) // serving, killed at cleanup
+	srvs, all := ens.Servers, ens.Addrs()
 
 	t.Run("Conformance", func(t *testing.T) { runSuite(t, all, ensembleTTL, ensembleSession) })
 	t.Run("SessionExpiry", func(t *testing.T) { testSessionExpiry(t, all) })
 	// Last: it leaves the ensemble with two servers.
-	t.Run("KillServer", func(t *testing.T) { testKillServer(t, srvs) })
+	t.Run("KillServer", func(t *testing.T) { testKillServer(t, srvs, all) })
 }
 
 // testKillServer: the server the holder's session is connected to is killed;
 // the client moves to another server within the session timeout and the
 // lease survives, renewed, with the same fence.
-func testKillServer(t *testing.T, srvs []*zktest.Server) {
+func testKillServer(t *testing.T, srvs []*zktest.Server, all []string) {
 	ctx := testCtx(t, 60*time.Second)
 	const ttl = 3 * time.Second
-	hs := dial(t, addrs(srvs), zklease.WithRoot(root("kill")))
-	ostore := dial(t, addrs(srvs), zklease.WithRoot(hs.Root()))
+	hs := dial(t, all, zklease.WithRoot(root("kill")))
+	ostore := dial(t, all, zklease.WithRoot(hs.Root()))
 	rec := &leasetest.Recorder{}
 	holder := newClient(t, hs, lease.WithTTL(ttl), lease.WithObserver(rec), lease.WithHolder("holder"))
 	other := newClient(t, ostore, lease.WithTTL(ttl))
@@ -111,26 +69,18 @@ func testKillServer(t *testing.T, srvs []*zktest.Server) {
 		t.Fatalf("the holder's server %q is not one of the ensemble's", before)
 	}
 	mark := rec.Len()
-	killed := time.Now()
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed %s, the holder's server", before)
 
 	// Three TTLs later the lease is still held and was renewed meanwhile.
 	time.Sleep(3 * ttl)
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost after its server was killed: %v", err)
 	}
-	renewed := rec.Count(mark, leasetest.Kind("", lease.EventRenewed))
-	if renewed < 3 {
-		t.Errorf("%d renewals in the %v after the kill, want at least 3", renewed, time.Since(killed).Round(time.Millisecond))
+	if n := rec.Count(mark, leasetest.Kind("", lease.EventRenewed)); n < 3 || hs.Conn().Server() == before {
+		t.Errorf("%d renewals after the kill (want 3 or more), on server %s (killed: %s)", n, hs.Conn().Server(), before)
 	}
-	after := hs.Conn().Server()
-	if after == before {
-		t.Errorf("the holder is still on the killed server %s", before)
-	}
-	t.Logf("holder moved from %s to %s; %d renewals since the kill", before, after, renewed)
 	_, err = other.TryAcquire(ctx, key)
 	var he *lease.HeldError
 	if !errors.As(err, &he) || he.Fence != l.Fence() || he.Holder != "holder" {
@@ -160,15 +110,13 @@ func testSessionExpiry(t *testing.T, all []string) {
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	type result struct {
-		l   *lease.Lease
-		err error
-		at  time.Time
-	}
-	got := make(chan result, 1)
+	got := make(chan *lease.Lease, 1)
 	go func() {
 		wl, err := waiter.Acquire(ctx, key)
-		got <- result{wl, err, time.Now()}
+		if err != nil {
+			t.Errorf("waiter's Acquire: %v", err)
+		}
+		got <- wl
 	}()
 	time.Sleep(ttl) // the waiter is waiting; the holder renews
 	if err := l.Err(); err != nil {
@@ -178,7 +126,6 @@ func testSessionExpiry(t *testing.T, all []string) {
 	if id != hs.Conn().SessionID() {
 		t.Fatalf("sniffed session %#x, the store's session is %#x", id, hs.Conn().SessionID())
 	}
-	expired := time.Now()
 	if err := closeSession(server, id, passwd); err != nil {
 		t.Fatalf("closing the holder's session from outside: %v", err)
 	}
@@ -189,7 +136,6 @@ func testSessionExpiry(t *testing.T, all []string) {
 	case <-time.After(bound):
 		t.Fatalf("the lease was not lost within %v of its session's end (Err() = %v)", bound, l.Err())
 	}
-	lostAfter := time.Since(expired)
 	if !errors.Is(l.Err(), lease.ErrLost) || !errors.Is(context.Cause(l.Context()), lease.ErrLost) {
 		t.Errorf("after the session ended: Err() = %v, Context cause = %v; want ErrLost", l.Err(), context.Cause(l.Context()))
 	}
@@ -201,15 +147,10 @@ func testSessionExpiry(t *testing.T, all []string) {
 		t.Errorf("EventLost reason %q, want %q (or %q if a renewal saw the node gone first)", ev.Reason, lease.LossSession, lease.LossNotHeld)
 	}
 	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiter's Acquire: %v", r.err)
+	case wl := <-got:
+		if wl == nil || wl.Fence() <= l.Fence() {
+			t.Errorf("waiter's lease %v, want a fence above %d", wl, l.Fence())
 		}
-		if r.l.Fence() <= l.Fence() {
-			t.Errorf("waiter's fence %d, want > %d", r.l.Fence(), l.Fence())
-		}
-		t.Logf("session closed: lease lost after %v (reason %q), waiter acquired after %v",
-			lostAfter.Round(time.Millisecond), ev.Reason, r.at.Sub(expired).Round(time.Millisecond))
 	case <-time.After(bound):
 		t.Fatalf("the waiter did not acquire within %v of the session's end", bound)
 	}

@@ -6,9 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/zklease"
@@ -21,13 +24,11 @@ const (
 	testTTL     = time.Second
 )
 
-// servers returns the ZooKeeper servers of LEASE_TEST_ZK_SERVERS.
 func servers(t testing.TB) []string {
 	t.Helper()
 	return strings.Split(leasetest.Env(t, "LEASE_TEST_ZK_SERVERS"), ",")
 }
 
-// testCtx returns a context that ends after d or at cleanup.
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -45,7 +46,6 @@ func dial(t testing.TB, srvs []string, opts ...zklease.Option) *zklease.Store {
 	return s
 }
 
-// root returns a fresh root for one test.
 func root(name string) string { return "/leasekit-test/" + name + "-" + randHex(4) }
 
 func randHex(n int) string {
@@ -55,3 +55,41 @@ func randHex(n int) string {
 }
 
 func token() string { return randHex(16) }
+
+func connect(t *testing.T, srvs []string) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(srvs, testSession, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn
+			}
+		case <-deadline:
+			t.Fatal("no ZooKeeper session within 30s")
+		}
+	}
+}
+
+// openParent creates p (the shared parent of the tests' roots) open to
+// anyone, if it is missing: a store with credentials would create it with
+// its creator ACL, and the other tests' stores could not use it.
+func openParent(t *testing.T, c *zk.Conn, p string) {
+	t.Helper()
+	if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatalf("create %s: %v", p, err)
+	}
+}
+
+func removeAll(c *zk.Conn, p string) {
+	kids, _, _ := c.Children(p)
+	for _, k := range kids {
+		removeAll(c, p+"/"+k)
+	}
+	_ = c.Delete(p, -1)
+}

@@ -1,14 +1,11 @@
-// Tokens never reach errors (which the Client logs) in full: the redaction
-// of holder node paths, and the error paths of every operation provoked on
-// a real server (no read, write or delete permission on a node, a node
-// deleted or written behind the store's back, a closed connection, a
-// cancelled context), plus the Client's log during a connection outage.
+// Tokens never reach errors (which the Client logs) in full: the errors of
+// operations provoked on a real server (no read or delete permission, a
+// closed connection), and the Client's log during a connection outage.
 
 package zklease_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,28 +18,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/zklease"
 )
-
-func TestRedactPath(t *testing.T) {
-	tok := "0123456789abcdef0123456789abcdef"
-	for _, c := range []struct{ in, want string }{
-		{"/leasekit/k/_c_" + tok + "-0000000007", "/leasekit/k/_c_01234567…-0000000007"},
-		{"_c_" + tok + "-0000000007", "_c_01234567…-0000000007"},
-		{"/leasekit/k/_c_" + tok + "-", "/leasekit/k/_c_01234567…-"},         // the create prefix
-		{"/leasekit/k/_c_" + tok, "/leasekit/k/_c_01234567…"},                // no sequence
-		{"/a/_c_x/_c_" + tok + "-12", "/a/_c_x/_c_01234567…-12"},             // only the last segment is a node name
-		{"/leasekit/k/_c_abc-1", "/leasekit/k/_c_abc-1"},                     // short tokens are shown as the core shows them
-		{"/leasekit/k/_c_012345678-1", "/leasekit/k/_c_01234567…-1"},         // 9 characters are already shortened
-		{"/leasekit/" + tok, "/leasekit/" + tok},                             // not a holder node: unchanged
-		{"/leasekit/_c_" + tok + "/child", "/leasekit/_c_" + tok + "/child"}, // a key parent named like a node
-		{"", ""},
-	} {
-		if got := zklease.RedactPath(c.in); got != c.want {
-			t.Errorf("RedactPath(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
 
 // shownErr is an error an operation returned, and the token whose node path
 // it must show in short form ("" when it names no node).
@@ -78,27 +56,12 @@ func TestErrorsHideTokens(t *testing.T) {
 			t.Fatalf("Create(%s/%s): %v", rt, key, err)
 		}
 	}
-	nodeOf := func(key, tok string) string {
-		t.Helper()
-		kids, _, err := owner.Children(rt + "/" + key)
-		if err != nil {
-			t.Fatalf("Children(%s/%s): %v", rt, key, err)
-		}
-		for _, k := range kids {
-			if strings.HasPrefix(k, "_c_"+tok+"-") {
-				return rt + "/" + key + "/" + k
-			}
-		}
-		t.Fatalf("no node of token %s… under %s/%s (%d children)", tok[:8], rt, key, len(kids))
-		return ""
-	}
-
 	var tokens []string
 	tok := func() string { v := token(); tokens = append(tokens, v); return v }
-	req := func(key, token string, ttl time.Duration) lease.Request {
-		return lease.Request{Key: key, Token: token, Holder: "redact-test", TTL: ttl}
+	req := func(key, token string, ttl time.Duration) driver.Request {
+		return driver.Request{Key: key, Token: token, Holder: "redact-test", TTL: ttl}
 	}
-	mustAcquire := func(s *zklease.Store, r lease.Request) {
+	mustAcquire := func(s *zklease.Store, r driver.Request) {
 		t.Helper()
 		if _, err := s.Acquire(ctx, r); err != nil {
 			t.Fatalf("Acquire(%s, %s…): %v", r.Key, r.Token[:8], err)
@@ -133,49 +96,6 @@ func TestErrorsHideTokens(t *testing.T) {
 	_, err = plain.Acquire(ctx, req("nodelete", d, testTTL))
 	show("Acquire that cannot delete its own node", err, d)
 	show("Release that cannot delete", plain.Release(ctx, req("nodelete", d, testTTL)), "")
-	mkParent("expired", zk.PermAll&^zk.PermDelete)
-	e := tok()
-	mustAcquire(holder, req("expired", e, 20*time.Millisecond))
-	time.Sleep(200 * time.Millisecond) // its TTL runs out (server time)
-	_, err = plain.Acquire(ctx, req("expired", tok(), testTTL))
-	show("Acquire that cannot delete an expired holder node", err, e)
-
-	// A queued waiter watches its predecessor, an entry it may not read.
-	mkParent("nowatch", zk.PermAll)
-	mustAcquire(holder, req("nowatch", tok(), live))
-	q := tok()
-	qr := req("nowatch", q, live)
-	qr.Queue = true
-	if _, err := locked.Acquire(ctx, qr); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("queued Acquire: %v, want ErrHeld", err)
-	}
-	sub, err := plain.Subscribe(ctx)
-	if err != nil {
-		t.Fatalf("Subscribe: %v", err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
-	wr := req("nowatch", tok(), testTTL)
-	wr.Queue = true
-	_, err = plain.Acquire(ctx, wr)
-	show("queued Acquire that cannot watch its predecessor", err, q)
-
-	// Our own node, written behind our back (a wrong version) and not
-	// readable: the renewal's re-read fails. Then deleted behind our back.
-	mkParent("wrongversion", zk.PermAll)
-	writeOnly := dial(t, srvs, zklease.WithRoot(rt), zklease.WithACL(zk.WorldACL(zk.PermAll&^zk.PermRead)...))
-	w := tok()
-	mustAcquire(writeOnly, req("wrongversion", w, live))
-	wp := nodeOf("wrongversion", w)
-	if _, err := owner.Set(wp, []byte("{}"), -1); err != nil {
-		t.Fatalf("Set(%s…) behind the store's back: %v", zklease.RedactPath(wp), err)
-	}
-	show("Renew after a write behind our back, node unreadable", writeOnly.Renew(ctx, req("wrongversion", w, live)), w)
-	if err := owner.Delete(wp, -1); err != nil {
-		t.Fatalf("Delete behind the store's back: %v", err)
-	}
-	show("Renew of a node deleted behind our back", writeOnly.Renew(ctx, req("wrongversion", w, live)), "")
-	show("Release of a node deleted behind our back", writeOnly.Release(ctx, req("wrongversion", w, live)), "")
-
 	// A closed connection (the store does not own it, so it is not closed).
 	conn := connect(t, srvs)
 	cs, err := zklease.New(conn, zklease.WithRoot(rt), zklease.WithSessionTimeout(testSession))
@@ -189,24 +109,10 @@ func TestErrorsHideTokens(t *testing.T) {
 	show("Renew on a closed connection", cs.Renew(ctx, req("closed1", c1, live)), c1)
 	_, err = cs.Acquire(ctx, req("closed1", c1, live))
 	show("Acquire again on a closed connection", err, c1)
-	for i, err := range cs.RenewMany(ctx, []lease.Request{req("closed1", c1, live), req("closed2", c2, live)}) {
+	for i, err := range cs.RenewMany(ctx, []driver.Request{req("closed1", c1, live), req("closed2", c2, live)}) {
 		show(fmt.Sprintf("RenewMany on a closed connection, lease %d", i+1), err, "")
 	}
 	show("Release on a closed connection", cs.Release(ctx, req("closed2", c2, live)), "")
-	show("Renew of an unknown token on a closed connection", cs.Renew(ctx, req("closed2", tok(), live)), "")
-	_, err = cs.Acquire(ctx, req("closed3", tok(), live))
-	show("Acquire of a new key on a closed connection", err, "")
-	_, err = cs.Inspect(ctx, "closed1")
-	show("Inspect on a closed connection", err, "")
-
-	// A cancelled context.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = plain.Acquire(cctx, req("noread", a, testTTL))
-	show("Acquire with a cancelled context", err, "")
-	show("Renew with a cancelled context", plain.Renew(cctx, req("noread", a, testTTL)), "")
-	show("Release with a cancelled context", plain.Release(cctx, req("noread", a, testTTL)), "")
-	show("RenewMany with a cancelled context", plain.RenewMany(cctx, []lease.Request{req("noread", a, testTTL)})[0], "")
 
 	for _, s := range shown {
 		if s.err == nil {
@@ -216,11 +122,11 @@ func TestErrorsHideTokens(t *testing.T) {
 		msg := s.err.Error()
 		for _, tk := range tokens {
 			if strings.Contains(msg, tk) {
-				t.Errorf("%s: the error shows token %s… in full: %s", s.what, tk[:8], mask(msg, tokens))
+				t.Errorf("%s: the error shows token %s… in full: %s", s.what, tk[:8], "(message withheld)")
 			}
 		}
 		if s.names != "" && !strings.Contains(msg, "_c_"+s.names[:8]+"…-") {
-			t.Errorf("%s: the error does not name the node of %s… in short form: %s", s.what, s.names[:8], mask(msg, tokens))
+			t.Errorf("%s: the error does not name the node of %s… in short form: %s", s.what, s.names[:8], "(message withheld)")
 		}
 	}
 }
@@ -259,19 +165,11 @@ func TestOutageLogHidesTokens(t *testing.T) {
 	}
 	out := buf.String()
 	if strings.Contains(out, tk) {
-		t.Errorf("the log shows the token %s… in full:\n%s", tk[:8], mask(out, []string{tk}))
+		t.Errorf("the log shows the token %s… in full:\n%s", tk[:8], "(log withheld)")
 	}
 	if !strings.Contains(out, "_c_"+tk[:8]+"…-") {
-		t.Errorf("the log does not name the holder node in short form (_c_%s…-):\n%s", tk[:8], mask(out, []string{tk}))
+		t.Errorf("the log does not name the holder node in short form (_c_%s…-):\n%s", tk[:8], "(log withheld)")
 	}
-}
-
-// mask hides the tokens in s, for the failure messages of these tests.
-func mask(s string, tokens []string) string {
-	for _, tk := range tokens {
-		s = strings.ReplaceAll(s, tk, tk[:8]+"<rest of the token>")
-	}
-	return s
 }
 
 // syncBuffer is a bytes.Buffer safe for the Client's goroutines.
@@ -290,13 +188,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-// removeAll deletes p and everything under it, best effort.
-func removeAll(c *zk.Conn, p string) {
-	kids, _, _ := c.Children(p)
-	for _, k := range kids {
-		removeAll(c, p+"/"+k)
-	}
-	_ = c.Delete(p, -1)
 }
