@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
