@@ -1,7 +1,5 @@
-// Package fifo is the queue of waiters that the in-memory and file stores
-// keep per key beside the lease (the FIFO rules of package driver): tokens in
-// arrival order, each entry live until its expiry, refreshed in place, and
-// capped. The functions work on slices; the store keeps them under its lock.
+// Package fifo is the per-key queue of waiters of the in-memory and file
+// stores (package driver's FIFO rules), as slices kept under the store's lock.
 package fifo
 
 import "github.com/leasekit/lease"
@@ -13,8 +11,7 @@ type Waiter struct {
 	Expires int64
 }
 
-// Live returns q's entries that have not expired at now, in arrival order,
-// in a new slice (nil if none is left).
+// Live returns q's entries not expired at now, in a new slice (or nil).
 func Live(q []Waiter, now int64) []Waiter {
 	var live []Waiter
 	for _, w := range q {
