@@ -513,7 +513,7 @@ const reportNotes = `## Reading the results
   are writes too; the ideal counts only hold + hand-off p50.
 - **leasekit's fairness is the re-take share and the per-worker spread above**: every store queues
   waiters (FIFO by default), so the re-take share is ~0% and the spread even. A release announcement
-  names the waiter first in the queue and only that waiter looks (` + "`lease.Announcer`" + `): a hand-off
+  names the waiter first in the queue and only that waiter looks (` + "`Announcement.Next`" + `): a hand-off
   costs the release, the announcement and one acquire, whatever the number of waiters.
 - **What a hand-off costs, and why the peers can be quicker on their own stores.** leasekit's hand-off
   would be two writes on the store: the release, then the next waiter's acquire (which takes the key and
