@@ -37,7 +37,7 @@ func newLeaseClient(t *testing.T, eps []string, prefix string, opts ...lease.Opt
 	return c
 }
 
-func TestClusterConformance(t *testing.T) {
+func TestConformanceEtcdCluster(t *testing.T) {
 	c := startCluster(t, 3)
 	runSuite(t, newCli(t, c.endpoints()))
 }

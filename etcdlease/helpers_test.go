@@ -73,7 +73,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 const suiteTTL = etcdlease.MinTTL
 
 // TestConformance runs the suite on the single etcd node of ./scripts/test.
-func TestConformance(t *testing.T) { runSuite(t, newCli(t, endpoints(t))) }
+func TestConformanceEtcd(t *testing.T) { runSuite(t, newCli(t, endpoints(t))) }
 
 // runSuite runs the conformance suite over cli: a store per namespace, at
 // the suite's TTL.
