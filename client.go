@@ -120,7 +120,7 @@ func (c *Client) validKey(key string) error {
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
-		return c.attempt(ctx, c.request(key, p, false), p, start)
+		return c.attempt(ctx, c.request(key, p, false), p, start, new(time.Time))
 	})
 }
 
@@ -141,11 +141,12 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		if c.fifo {
 			token = req.Token
 		}
+		var refused time.Time // the start of the last refused attempt: it refreshed the queue entry
 		l, err := c.wait(ctx, key, p, token, []string{key}, func(ctx context.Context) (*Lease, error) {
 			if !c.fifo {
 				req = c.request(key, p, false) // racing waiters: a new token per attempt
 			}
-			return c.attempt(ctx, req, p, start)
+			return c.attempt(ctx, req, p, start, &refused)
 		})
 		if err != nil && c.fifo {
 			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue once Acquire fails
@@ -251,8 +252,9 @@ func (c *Client) request(key string, p params, queue bool) driver.Request {
 // attempt asks the store for req once. If the store may hold req's token
 // although no lease is returned (the write may have landed before an error,
 // or the Client closed meanwhile), attempt releases it, unless req queues:
-// Acquire then releases it when it gives up.
-func (c *Client) attempt(ctx context.Context, req driver.Request, p params, start time.Time) (*Lease, error) {
+// Acquire then releases it when it gives up. refused is when the last
+// refused attempt began (see Grant.FromQueue).
+func (c *Client) attempt(ctx context.Context, req driver.Request, p params, start time.Time, refused *time.Time) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
 	}
@@ -270,6 +272,7 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		if own := c.own(req.Key); own != nil {
 			return nil, own // another goroutine of this Client won meanwhile
 		}
+		*refused = sent
 		return nil, err
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrQueueFull):
 		return nil, err // the store wrote nothing
@@ -279,7 +282,11 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		}
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
 	}
-	l := newLease(c, req, p, g.Fence, sent)
+	from, next := sent, sent.Add(p.renew)
+	if g.FromQueue { // the TTL ran from the last refused attempt: renew now
+		from, next = cmp.Or(*refused, start), sent
+	}
+	l := newLease(c, req, p, g.Fence, from, next)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -156,11 +156,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 	var next atomic.Int64
 	for range min(len(due), renewWorkers) {
 		c.spawn(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(due) {
-					return
-				}
+			for i := int(next.Add(1) - 1); i < len(due); i = int(next.Add(1) - 1) {
 				l := due[i]
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
 				err := c.store.Renew(ctx, l.req)
@@ -215,7 +211,6 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 // period, with jitter.
 func backoff(n int, period time.Duration) time.Duration {
 	base := max(period/16, time.Millisecond)
-	d := base << min(n-1, 10)
-	d = min(d, max(period/2, time.Millisecond))
+	d := min(base<<min(n-1, 10), max(period/2, time.Millisecond))
 	return d/2 + jitter(d/2)
 }

@@ -31,11 +31,12 @@ type Lease struct {
 	watch       *lostWatch    // the watch of its Grant.Lost channel, if any
 }
 
-func newLease(c *Client, req driver.Request, p params, fence uint64, sent time.Time) *Lease {
+// newLease returns a lease whose TTL started at from, renewed next at next.
+func newLease(c *Client, req driver.Request, p params, fence uint64, from, next time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
-		lastRenew: sent, deadline: sent.Add(p.ttl - p.drift), nextRenew: sent.Add(p.renew),
+		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: next,
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *semaphore) try(ctx context.Context, start time.Time) (*Lease, error) {
 	var transient error
 	first := rand.N(n)
 	for j := range n {
-		l, err := s.c.attempt(ctx, s.c.request(s.slots[(first+j)%n], s.p, false), s.p, start)
+		l, err := s.c.attempt(ctx, s.c.request(s.slots[(first+j)%n], s.p, false), s.p, start, new(time.Time))
 		var held *HeldError
 		switch {
 		case err == nil:

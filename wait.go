@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -263,22 +264,19 @@ func (h *hub) close() {
 	h.closed = true
 	if h.cancel != nil {
 		h.cancel() // read closes the subscription
-		h.cancel = nil
 	}
+	h.cancel = nil
 }
 
 // waitFor is how long a waiter sleeps when the holder has remaining TTL left
 // (0: unknown): until it runs out, plus, when spread, jitter so that racing
 // waiters do not all look at once.
 func waitFor(remaining time.Duration, p params, spread bool) time.Duration {
-	if remaining <= 0 {
-		remaining = p.renew
-	}
-	d := remaining + time.Millisecond
+	remaining = cmp.Or(max(remaining, 0), p.renew)
 	if spread {
-		d += jitter(min(remaining/10, 50*time.Millisecond))
+		return remaining + time.Millisecond + jitter(min(remaining/10, 50*time.Millisecond))
 	}
-	return d
+	return remaining + time.Millisecond
 }
 
 // jitter returns a random duration in [0, d).

@@ -80,6 +80,12 @@ type Grant struct {
 	// be held, independently of renewals (an etcd lease or a ZooKeeper
 	// session died). The Client then reports the lease lost at once.
 	Lost <-chan struct{}
+	// FromQueue says the store granted a queued token the key on the write
+	// that refreshed its entry during its last refused Acquire, writing
+	// nothing now: the TTL runs from that call's start, and Inspect may show
+	// the key reserved until the next Renew. The Client counts its deadline
+	// from then and renews at once, off the acquisition's path.
+	FromQueue bool
 }
 
 // Info describes the holder of a key, as Inspect reports it.

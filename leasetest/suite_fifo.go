@@ -36,6 +36,11 @@ func (e *env) grant(s driver.Store, r driver.Request) driver.Grant {
 	if err != nil {
 		e.t.Fatalf("Acquire(%q) for %s, first in the queue: %v", r.Key, r.Holder, err)
 	}
+	if g.FromQueue { // as the Client does: record the grant at once
+		if err := s.Renew(e.ctx, r); err != nil {
+			e.t.Fatalf("Renew(%q) for %s after a FromQueue grant: %v", r.Key, r.Holder, err)
+		}
+	}
 	return g
 }
 

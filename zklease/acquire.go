@@ -14,20 +14,13 @@ import (
 )
 
 // maxRounds bounds the look-again loop of one Acquire or Inspect: each
-// round follows the removal of a node below ours. maxClaim bounds the nodes
-// a claim's multi checks, far below ZooKeeper's packet limit.
-const (
-	maxRounds = 64
-	maxClaim  = 64
-)
+// round follows the removal of a node below ours.
+const maxRounds = 64
 
-var (
-	errBehind  = errors.New("zklease: a node ahead is still there")
-	errExpired = fmt.Errorf("zklease: the TTL ran out before the write: %w", lease.ErrNotHeld)
-)
+var errExpired = fmt.Errorf("zklease: the TTL ran out before the write: %w", lease.ErrNotHeld)
 
-// Acquire implements driver.Store. A token this Store knows is claimed in
-// one write (claim); otherwise Acquire creates the token's node and settles.
+// Acquire implements driver.Store: the token's node (its entry, or a new
+// one) holds the key once it is the lowest.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	lost, err := s.usable(ctx)
 	if err != nil {
@@ -46,65 +39,21 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 }
 
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if e, ok := s.remembered(r); ok {
-		g, err := s.claim(r, e)
-		if errors.Is(err, errBehind) {
-			// Still queued: refresh the entry (another TTL, and the
-			// server's time) and look again.
-			var now int64
-			if now, err = s.refresh(r, &e, true); err == nil {
-				return s.settle(ctx, r, e, false, now)
-			}
-		}
-		if !errors.Is(err, lease.ErrNotHeld) {
-			return g, err
-		}
-		// Gone or expired: start again, at the back of the queue.
-	}
-	e, err := s.create(r)
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	return s.settle(ctx, r, e, true, e.mtime)
-}
-
-// claim takes the key for r's entry e in one write if every node that was
-// ahead of e at its last listing is gone: nodes are never created below an
-// existing one, so e is then the lowest. Creating a node's path succeeds
-// only if that node is gone, so the multi creates and deletes each of them
-// and writes e (a new TTL), all or nothing; it fails with errBehind while
-// one is there. For the holder it is a renewal.
-func (s *Store) claim(r driver.Request, e entry) (driver.Grant, error) {
-	if len(e.ahead) > maxClaim {
-		return driver.Grant{}, errBehind
-	}
-	ops := make([]any, 0, 2*len(e.ahead)+1)
-	for _, p := range e.ahead {
-		ops = append(ops, &zk.CreateRequest{Path: p, Acl: s.acl}, &zk.DeleteRequest{Path: p, Version: -1})
-	}
-	ops = append(ops, &zk.SetDataRequest{Path: e.path, Data: encodeData(r, false), Version: e.version})
-	res, err := s.conn.Multi(ops...)
-	if err == nil && len(res) == len(ops) && res[len(ops)-1].Stat != nil {
-		if err := s.written(r, &e, res[len(ops)-1].Stat); err != nil {
+	e, ok := s.remembered(r)
+	if ok && e.held { // a retried Acquire: a renewal
+		if _, err := s.refresh(r, &e, false); err != nil {
 			return driver.Grant{}, err
 		}
-		e.held, e.marked, e.ahead = true, false, nil
 		s.remember(r.Token, &e)
 		return driver.Grant{Fence: uint64(e.czxid)}, nil
 	}
-	for _, x := range res {
-		switch {
-		case errors.Is(x.Error, zk.ErrNodeExists):
-			return driver.Grant{}, errBehind
-		case errors.Is(x.Error, zk.ErrNoNode), errors.Is(x.Error, zk.ErrBadVersion):
-			s.remember(r.Token, nil)
-			return driver.Grant{}, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
+	if !ok {
+		var err error
+		if e, err = s.create(r); err != nil {
+			return driver.Grant{}, err
 		}
 	}
-	if err == nil {
-		err = errors.New("unexpected multi response")
-	}
-	return driver.Grant{}, fmt.Errorf("write %s: %w", redactPath(e.path), err)
+	return s.settle(ctx, r, e, !ok)
 }
 
 // create makes r's ephemeral sequential node, in a multi with a write to
@@ -131,19 +80,23 @@ func (s *Store) create(r driver.Request) (entry, error) {
 	return entry{key: r.Key, path: res[0].String, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: st.Pzxid}, nil
 }
 
-// settle decides an acquisition once r's node e exists, written by this
-// call at server time now (fresh: just created). e holds the key if it is
-// the lowest node. Otherwise the lowest node is dropped if its TTL ran out
-// (and settle looks again), or reported in a *lease.HeldError; a queued e
-// stays as the token's entry, marked waiting; another fresh e is deleted.
-func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh bool, now int64) (driver.Grant, error) {
+// settle decides an acquisition once r's node e exists (fresh: created by
+// this call). e holds the key if it is the lowest node: a queued entry,
+// marked waiting, then holds it on the write of the call that last
+// refreshed it (Grant.FromQueue), with no write now, so a hand-off costs
+// one listing. Otherwise the lowest node is dropped if its TTL ran out (and
+// settle looks again), or reported in a *lease.HeldError; a queued e stays
+// as the token's entry, refreshed and marked waiting; another fresh e is
+// deleted.
+func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh bool) (driver.Grant, error) {
 	parent := s.parent(r.Key)
+	now, wrote := e.mtime, fresh // the server's time of this call's write
 	for range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return driver.Grant{}, err
 		}
 		children, _, err := s.conn.Children(parent)
-		if err != nil {
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return driver.Grant{}, fmt.Errorf("list %s: %w", parent, err)
 		}
 		nodes := sortNodes(children)
@@ -152,9 +105,16 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			i++
 		}
 		switch {
-		case i == len(nodes):
+		case i == len(nodes) && fresh:
 			s.remember(r.Token, nil)
 			return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
+		case i == len(nodes): // the entry expired and was dropped: queue again
+			s.remember(r.Token, nil)
+			if e, err = s.create(r); err != nil {
+				return driver.Grant{}, err
+			}
+			now, wrote, fresh = e.mtime, true, true
+			continue
 		case parent+"/"+nodes[i].name != e.path:
 			// An older node of the token (a create cut off by a connection
 			// loss, or another Store's): keep that one.
@@ -167,20 +127,23 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			if err != nil {
 				return driver.Grant{}, err
 			}
-			fresh = false
+			wrote, fresh = true, false
 			continue
-		case i == 0 && e.marked:
-			e.ahead = nil
-			return s.claim(r, e) // clear the mark
 		case i == 0:
 			e.held = true
 			s.remember(r.Token, &e)
-			return driver.Grant{Fence: uint64(e.czxid)}, nil
+			return driver.Grant{Fence: uint64(e.czxid), FromQueue: e.marked}, nil
 		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
 			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 			}
 			return driver.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
+		}
+		if !wrote || r.Queue && !e.marked { // refresh the entry: another TTL, and the server's time
+			if now, err = s.refresh(r, &e, true); err != nil {
+				return driver.Grant{}, err
+			}
+			wrote = true
 		}
 		low := parent + "/" + nodes[0].name
 		data, st, err := s.conn.Get(low)
@@ -213,20 +176,9 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			held.Holder, held.Fence, held.Remaining, held.Queued = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now), i-1
 		}
 		if r.Queue {
-			if !e.marked {
-				if _, err := s.refresh(r, &e, true); err != nil {
-					return driver.Grant{}, err
-				}
-			}
-			e.held, e.ahead = false, nil
-			for _, n := range nodes[:i] {
-				e.ahead = append(e.ahead, parent+"/"+n.name)
-			}
 			s.remember(r.Token, &e)
-		} else if fresh {
-			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
-			}
+		} else if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 		}
 		return driver.Grant{}, held
 	}

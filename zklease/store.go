@@ -46,12 +46,11 @@ type Store struct {
 type entry struct {
 	key, path string
 	version   int32
-	mtime     int64    // server time of our last write, ms
-	ttlMs     int64    // the TTL of that write
-	czxid     int64    // the fence
-	held      bool     // granted; otherwise a queued waiter's entry
-	marked    bool     // our last write marked the node waiting
-	ahead     []string // a waiter's: the nodes ahead of it at its last listing
+	mtime     int64 // server time of our last write, ms
+	ttlMs     int64 // the TTL of that write
+	czxid     int64 // the fence
+	held      bool  // granted; otherwise a queued waiter's entry
+	marked    bool  // our last write marked the node waiting
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
