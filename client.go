@@ -282,11 +282,11 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		}
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
 	}
-	from, next := sent, sent.Add(p.renew)
-	if g.FromQueue { // the TTL ran from the last refused attempt: renew now
-		from, next = cmp.Or(*refused, start), sent
+	from := sent
+	if g.FromQueue { // the TTL ran from the last refused attempt
+		from = cmp.Or(*refused, start)
 	}
-	l := newLease(c, req, p, g.Fence, from, next)
+	l := newLease(c, req, p, g.Fence, from)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -31,12 +31,12 @@ type Lease struct {
 	watch       *lostWatch    // the watch of its Grant.Lost channel, if any
 }
 
-// newLease returns a lease whose TTL started at from, renewed next at next.
-func newLease(c *Client, req driver.Request, p params, fence uint64, from, next time.Time) *Lease {
+// newLease returns a lease whose TTL started at from.
+func newLease(c *Client, req driver.Request, p params, fence uint64, from time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
-		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: next,
+		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: from.Add(p.renew),
 	}
 }
 

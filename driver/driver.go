@@ -45,6 +45,11 @@
 //   - Acquire removes the token from the queue when it grants the key, and
 //     Release of a queued token removes its entry.
 //
+// A store may grant the key to the first waiter as the holder releases it
+// (Inspect and HeldError then show that waiter as the holder), and may then
+// grant it on the entry's last refresh, without another write
+// ([Grant.FromQueue]): a hand-off then costs the waiter one read.
+//
 // Who looks when, and for how long, is the Client's business: it refreshes
 // a waiter's entry well within its TTL, wakes waiters on announcements, and
 // leaves the queue when Acquire gives up.
@@ -82,9 +87,8 @@ type Grant struct {
 	Lost <-chan struct{}
 	// FromQueue says the store granted a queued token the key on the write
 	// that refreshed its entry during its last refused Acquire, writing
-	// nothing now: the TTL runs from that call's start, and Inspect may show
-	// the key reserved until the next Renew. The Client counts its deadline
-	// from then and renews at once, off the acquisition's path.
+	// nothing now: the TTL runs from that call's start, and the Client
+	// counts its deadline and renewals from then.
 	FromQueue bool
 }
 

@@ -28,6 +28,29 @@ func (e *env) queue(s driver.Store, r driver.Request, ahead int) {
 	Queued(e.t, e.ctx, s, r, ahead)
 }
 
+// behind checks that r, queued, is refused with one token ahead, who's: the
+// waiter whose turn it is, or already its holder (a store may grant the
+// key to the first waiter when the holder releases it).
+func (e *env) behind(s driver.Store, r driver.Request, who string) {
+	e.t.Helper()
+	r.Queue = true
+	_, err := s.Acquire(e.ctx, r)
+	var he *lease.HeldError
+	switch {
+	case !errors.As(err, &he):
+		e.t.Fatalf("queued Acquire(%q) for %s = %v, want a *lease.HeldError", r.Key, r.Holder, err)
+	case he.Queued+btoi(he.Holder == who) != 1 || he.Queued == 1 && he.Holder != "":
+		e.t.Fatalf("queued Acquire(%q) for %s: Queued %d, Holder %q; want %s ahead, waiting or holding", r.Key, r.Holder, he.Queued, he.Holder, who)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // grant acquires r (with Request.Queue) and fails unless it is granted.
 func (e *env) grant(s driver.Store, r driver.Request) driver.Grant {
 	e.t.Helper()
@@ -64,8 +87,8 @@ func testFIFOOrder(e *env) {
 	if err := s1.Release(e.ctx, a); err != nil {
 		e.t.Fatalf("A's Release: %v", err)
 	}
-	// Free, but reserved for B: C (queued), a newcomer and the releaser wait.
-	e.queue(s1, c, 1)
+	// Reserved for B (or B's): C (queued), a newcomer and the releaser wait.
+	e.behind(s1, c, "B")
 	if _, err := s2.Acquire(e.ctx, e.request(key, "newcomer", ttl)); !errors.Is(err, lease.ErrHeld) {
 		e.t.Fatalf("a newcomer's Acquire while B is queued = %v, want ErrHeld", err)
 	}
@@ -121,7 +144,7 @@ func testFIFOWaiterExpires(e *env) {
 	if err := s.Release(e.ctx, a); err != nil {
 		e.t.Fatalf("A's Release: %v", err)
 	}
-	e.queue(s, c, 1) // the dead waiter's entry is still live
+	e.behind(s, c, "dead") // the dead waiter's entry is still live
 	e.sleep(e.expiryWait())
 	e.grant(s, c)
 }

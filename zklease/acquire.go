@@ -41,7 +41,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	e, ok := s.remembered(r)
 	if ok && e.held { // a retried Acquire: a renewal
-		if _, err := s.refresh(r, &e, false); err != nil {
+		if _, err := s.refresh(r, &e); err != nil {
 			return driver.Grant{}, err
 		}
 		s.remember(r.Token, &e)
@@ -61,7 +61,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 // (the parent's pzxid) and the server's time (its mtime).
 func (s *Store) create(r driver.Request) (entry, error) {
 	parent := s.parent(r.Key)
-	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + "-", Data: encodeData(r, false), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
+	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + "-", Data: encodeData(r), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
 	touch := &zk.SetDataRequest{Path: parent, Version: -1}
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -81,13 +81,12 @@ func (s *Store) create(r driver.Request) (entry, error) {
 }
 
 // settle decides an acquisition once r's node e exists (fresh: created by
-// this call). e holds the key if it is the lowest node: a queued entry,
-// marked waiting, then holds it on the write of the call that last
-// refreshed it (Grant.FromQueue), with no write now, so a hand-off costs
-// one listing. Otherwise the lowest node is dropped if its TTL ran out (and
-// settle looks again), or reported in a *lease.HeldError; a queued e stays
-// as the token's entry, refreshed and marked waiting; another fresh e is
-// deleted.
+// this call). e holds the key if it is the lowest node: a queued entry then
+// holds it on the write of the call that last refreshed it
+// (Grant.FromQueue), with no write now, so a hand-off costs one listing.
+// Otherwise the lowest node is dropped if its TTL ran out (and settle looks
+// again), or reported in a *lease.HeldError; a queued e stays as the
+// token's entry, refreshed; another fresh e is deleted.
 func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh bool) (driver.Grant, error) {
 	parent := s.parent(r.Key)
 	now, wrote := e.mtime, fresh // the server's time of this call's write
@@ -122,7 +121,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 			}
 			if e, err = s.read(r, parent+"/"+nodes[i].name, false); err == nil {
-				now, err = s.refresh(r, &e, false)
+				now, err = s.refresh(r, &e)
 			}
 			if err != nil {
 				return driver.Grant{}, err
@@ -132,34 +131,39 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		case i == 0:
 			e.held = true
 			s.remember(r.Token, &e)
-			return driver.Grant{Fence: uint64(e.czxid), FromQueue: e.marked}, nil
+			return driver.Grant{Fence: uint64(e.czxid), FromQueue: !wrote}, nil
 		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
 			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 			}
 			return driver.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 		}
-		if !wrote || r.Queue && !e.marked { // refresh the entry: another TTL, and the server's time
-			if now, err = s.refresh(r, &e, true); err != nil {
+		if !wrote { // refresh the entry: another TTL, and the server's time
+			if now, err = s.refresh(r, &e); err != nil {
 				return driver.Grant{}, err
 			}
 			wrote = true
 		}
-		low := parent + "/" + nodes[0].name
-		data, st, err := s.conn.Get(low)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		} else if err != nil {
-			return driver.Grant{}, fmt.Errorf("read %s: %w", redactPath(low), err)
-		}
-		d := decodeData(data)
-		if st.Mtime+d.TTLms <= now {
-			// Not renewed for its TTL (its session may live on): drop it,
-			// unless it was renewed since we read it.
-			if err := s.conn.Delete(low, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				return driver.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(low), err)
+		// The node right behind the lowest judges it (and, by turns, every
+		// node): dropped if its TTL ran out, else reported.
+		held, low := &lease.HeldError{Key: r.Key, Queued: i - 1}, parent+"/"+nodes[0].name
+		if i == 1 || !r.Queue {
+			data, st, err := s.conn.Get(low)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			} else if err != nil {
+				return driver.Grant{}, fmt.Errorf("read %s: %w", redactPath(low), err)
 			}
-			continue
+			d := decodeData(data)
+			if st.Mtime+d.TTLms <= now {
+				// Not renewed for its TTL (its session may live on): drop
+				// it, unless it was renewed since we read it.
+				if err := s.conn.Delete(low, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+					return driver.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(low), err)
+				}
+				continue
+			}
+			held.Holder, held.Fence, held.Remaining = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now)
 		}
 		watched := low // a queued waiter watches its predecessor only
 		if r.Queue {
@@ -170,10 +174,6 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 				return driver.Grant{}, err
 			}
 			continue
-		}
-		held := &lease.HeldError{Key: r.Key, Queued: i} // a waiting lowest node: reserved for it
-		if !d.Waiting {
-			held.Holder, held.Fence, held.Remaining, held.Queued = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now), i-1
 		}
 		if r.Queue {
 			s.remember(r.Token, &e)
@@ -213,7 +213,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		} else if err != nil {
 			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
 		}
-		if d := decodeData(data); !d.Waiting && st.Mtime+d.TTLms > pst.Mtime {
+		if d := decodeData(data); st.Mtime+d.TTLms > pst.Mtime {
 			return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, pst.Mtime)}, nil
 		}
 		return driver.Info{Key: key}, nil

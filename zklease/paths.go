@@ -73,12 +73,10 @@ type nodeData struct {
 	Token  string `json:"token"`
 	Holder string `json:"holder,omitempty"`
 	TTLms  int64  `json:"ttl_ms"`
-	// Waiting marks a queued waiter's entry: lowest, it holds nothing yet.
-	Waiting bool `json:"waiting,omitempty"`
 }
 
-func encodeData(r driver.Request, waiting bool) []byte {
-	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds(), Waiting: waiting}) // cannot fail
+func encodeData(r driver.Request) []byte {
+	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds()}) // cannot fail
 	return b
 }
 

@@ -22,7 +22,7 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 		err = fmt.Errorf("the token is queued, not holding: %w", lease.ErrNotHeld)
 	}
 	if err == nil {
-		_, err = s.refresh(r, &e, false)
+		_, err = s.refresh(r, &e)
 	}
 	if err != nil {
 		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
@@ -53,8 +53,7 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	return entry{}, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
 }
 
-// read reads the node at p into an entry; held if it is the lowest and not
-// marked waiting.
+// read reads the node at p into an entry; held if it is the lowest.
 func (s *Store) read(r driver.Request, p string, lowest bool) (entry, error) {
 	data, st, err := s.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -63,19 +62,19 @@ func (s *Store) read(r driver.Request, p string, lowest bool) (entry, error) {
 		return entry{}, fmt.Errorf("read %s: %w", redactPath(p), err)
 	}
 	d := decodeData(data)
-	return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: lowest && !d.Waiting, marked: d.Waiting}, nil
+	return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: lowest}, nil
 }
 
-// refresh writes r's data to e's node, version-checked, marked waiting or
-// not, and returns the server's time of the write. A version written by
+// refresh writes r's data to e's node, version-checked, and returns the
+// server's time of the write. A version written by
 // another Store of the same token is read and written again.
-func (s *Store) refresh(r driver.Request, e *entry, waiting bool) (int64, error) {
-	st, err := s.conn.Set(e.path, encodeData(r, waiting), e.version)
+func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
+	st, err := s.conn.Set(e.path, encodeData(r), e.version)
 	if errors.Is(err, zk.ErrBadVersion) {
 		var cur entry
 		if cur, err = s.read(r, e.path, e.held); err == nil {
 			e.version, e.mtime, e.ttlMs = cur.version, cur.mtime, cur.ttlMs
-			st, err = s.conn.Set(e.path, encodeData(r, waiting), e.version)
+			st, err = s.conn.Set(e.path, encodeData(r), e.version)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
@@ -84,7 +83,6 @@ func (s *Store) refresh(r driver.Request, e *entry, waiting bool) (int64, error)
 	} else if err != nil {
 		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
 	}
-	e.marked = waiting
 	return st.Mtime, s.written(r, e, st)
 }
 
@@ -129,7 +127,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 			errs[i] = s.Renew(ctx, r)
 			continue
 		}
-		data := encodeData(r, false)
+		data := encodeData(r)
 		if size += multiReqPerOp + len(e.path) + len(data); len(ops) > 0 && (size > multiBudget || len(ops) == maxMultiOps) {
 			flush()
 			size += multiReqPerOp + len(e.path) + len(data)

@@ -50,7 +50,6 @@ type entry struct {
 	ttlMs     int64 // the TTL of that write
 	czxid     int64 // the fence
 	held      bool  // granted; otherwise a queued waiter's entry
-	marked    bool  // our last write marked the node waiting
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
