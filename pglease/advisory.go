@@ -105,8 +105,8 @@ const advisoryRelease = `WITH r AS (
 // leases whose rows no longer name them (released through another store),
 // and turns the idle timeout off if that was every lease of the session.
 const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT count(*)
-	FROM unnest($2::text[], $3::text[], $6::int4[]) AS x(key, token, obj)
-	WHERE CASE WHEN EXISTS (SELECT 1 FROM u WHERE u.key = x.key AND u.token = x.token) THEN false
+	FROM unnest($6::int4[]) WITH ORDINALITY AS x(obj, i)
+	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false
 		ELSE pg_advisory_unlock($7, x.obj) END) < $8
 	THEN $5 ELSE '0' END, false)`
 

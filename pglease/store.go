@@ -268,26 +268,31 @@ func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error)
 }
 
 // renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of
-// namespace $1 whose rows match COND, and returns each one's fence in order
-// (0: not renewed), the session's process and EXTRA.
+// namespace $1 whose rows match COND, and returns the positions in $2 (from
+// 1) of the renewed ones and their fences, the session's process and EXTRA.
+// Go puts each fence in its place: matching the renewed rows to the requests
+// in SQL took a join the planner ran as a nested loop (O(n²), 30 s for 10,000
+// leases).
 const renewSQL = `WITH u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM unnest($2::text[], $3::text[], $4::float8[]) AS r(key, token, ttl)
+	FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
 	WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
-	RETURNING l.key, l.token, l.fence
+	RETURNING r.i, l.fence
 )
-SELECT ARRAY(SELECT COALESCE(u.fence, 0) FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(key, token, i)
-	LEFT JOIN u ON u.key = x.key AND u.token = x.token ORDER BY x.i), pg_backend_pid(), EXTRA`
+SELECT ARRAY(SELECT i FROM u ORDER BY i), ARRAY(SELECT fence FROM u ORDER BY i), pg_backend_pid(), EXTRA`
 
-// renew runs a renewSQL statement for rs on q.
+// renew runs a renewSQL statement for rs on q and returns each request's
+// fence, 0 if it was not renewed.
 func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) (fences []int64, pid int32, err error) {
 	keys, tokens, ttls := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs))
 	for i, r := range rs {
 		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
 	}
-	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&fences, &pid, nil)
-	if err != nil {
-		fences = make([]int64, len(rs))
+	var at, got []int64
+	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&at, &got, &pid, nil)
+	fences = make([]int64, len(rs))
+	for j := 0; err == nil && j < len(at); j++ {
+		fences[at[j]-1] = got[j]
 	}
 	return fences, pid, err
 }
