@@ -7,8 +7,9 @@
 // queues for k has one ephemeral sequential node "_c_<token>-<sequence>"
 // under it, whose data holds the token, the holder and the TTL. The nodes,
 // in sequence order, are the key's FIFO queue: the lowest live node holds
-// the key, the others wait behind it. A queued waiter's later Acquire claims
-// the key in one write once every node that was ahead of it is gone.
+// the key, the others wait behind it. A queued waiter's node holds the key
+// once the nodes ahead are gone: its next Acquire lists the children and
+// writes nothing (driver.Grant.FromQueue).
 //
 // Fences: the holder node's czxid. Zxids are totally ordered across the
 // ensemble and never reused, and a node is created after every node ahead
@@ -33,7 +34,8 @@
 //
 // Round trips: Acquire of a free key 2 (a multi that creates the node and
 // touches the parent, yielding the fence and the server's time; a
-// listing), of a held key 4 (+1 watch); a queued waiter's claim 1; Renew 1;
+// listing), of a held key 3 (+1 watch; a queued waiter deeper than second
+// 2+1); a queued waiter's turn 1 (a listing); Renew 1;
 // RenewMany as few multis as ZooKeeper's 1 MiB packet limit allows;
 // Release 1; Inspect 3. go-zookeeper's calls take no context: a Store
 // checks ctx before each operation.
