@@ -34,8 +34,8 @@
 //
 // Round trips: Acquire of a free key 2 (a multi that creates the node and
 // touches the parent, yielding the fence and the server's time; a
-// listing), of a held key 3 (+1 watch; a queued waiter deeper than second
-// 2+1); a queued waiter's turn 1 (a listing); Renew 1;
+// listing), of a held key 4 (+1 watch), or queued 3 (2 behind another
+// waiter; +1 watch); a queued waiter's turn 1 (a listing); Renew 1;
 // RenewMany as few multis as ZooKeeper's 1 MiB packet limit allows;
 // Release 1; Inspect 3. go-zookeeper's calls take no context: a Store
 // checks ctx before each operation.
