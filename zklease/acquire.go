@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 
@@ -17,7 +18,10 @@ import (
 // round follows the removal of a node below ours.
 const maxRounds = 64
 
-var errExpired = fmt.Errorf("zklease: the TTL ran out before the write: %w", lease.ErrNotHeld)
+var (
+	errExpired = fmt.Errorf("zklease: the TTL ran out before the write: %w", lease.ErrNotHeld)
+	errAgain   = errors.New("zklease: the node is gone, look again")
+)
 
 // Acquire implements driver.Store: the token's node (its entry, or a new
 // one) holds the key once it is the lowest.
@@ -27,12 +31,9 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		return driver.Grant{}, err
 	}
 	g, err := s.acquire(ctx, r)
-	var held *lease.HeldError
-	var full *lease.QueueFullError
-	switch {
-	case err == nil:
+	if err == nil {
 		g.Lost = lost
-	case !errors.As(err, &held) && !errors.As(err, &full):
+	} else if !errors.As(err, new(*lease.HeldError)) && !errors.As(err, new(*lease.QueueFullError)) {
 		err = fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
 	return g, err
@@ -44,16 +45,9 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		if _, err := s.refresh(r, &e); err != nil {
 			return driver.Grant{}, err
 		}
-		s.remember(r.Token, &e)
 		return driver.Grant{Fence: uint64(e.czxid)}, nil
 	}
-	if !ok {
-		var err error
-		if e, err = s.create(r); err != nil {
-			return driver.Grant{}, err
-		}
-	}
-	return s.settle(ctx, r, e, !ok)
+	return s.settle(ctx, r, e)
 }
 
 // create makes r's ephemeral sequential node, in a multi with a write to
@@ -65,10 +59,9 @@ func (s *Store) create(r driver.Request) (entry, error) {
 	touch := &zk.SetDataRequest{Path: parent, Version: -1}
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err := s.ensureParent(parent); err != nil {
-			return entry{}, err
+		if err = s.ensureParent(parent); err == nil {
+			res, err = s.conn.Multi(create, touch)
 		}
-		res, err = s.conn.Multi(create, touch)
 	}
 	if err == nil && (len(res) != 2 || res[0].String == "" || res[1].Stat == nil) {
 		err = errors.New("unexpected multi response")
@@ -80,39 +73,40 @@ func (s *Store) create(r driver.Request) (entry, error) {
 	return entry{key: r.Key, path: res[0].String, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: st.Pzxid}, nil
 }
 
-// settle decides an acquisition once r's node e exists (fresh: created by
-// this call). e holds the key if it is the lowest node: a queued entry then
-// holds it on the write of the call that last refreshed it
-// (Grant.FromQueue), with no write now, so a hand-off costs one listing.
-// Otherwise the lowest node is dropped if its TTL ran out (and settle looks
-// again), or reported in a *lease.HeldError; a queued e stays as the
-// token's entry, refreshed; another fresh e is deleted.
-func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh bool) (driver.Grant, error) {
+// settle decides an acquisition with r's entry e (none yet: e.path is
+// empty, and settle creates the node). e holds the key if it is the lowest
+// node: a queued entry then holds it on the write of the call that last
+// refreshed it (Grant.FromQueue), with no write now, so a hand-off costs
+// one listing. Otherwise the lowest node is dropped if its TTL ran out (and
+// settle looks again), or reported in a *lease.HeldError; a queued e stays
+// as the token's entry, refreshed; another fresh e is deleted.
+func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.Grant, error) {
 	parent := s.parent(r.Key)
-	now, wrote := e.mtime, fresh // the server's time of this call's write
+	var now int64  // the server's time of this call's write; 0: none yet
+	fresh := false // e was created by this call
 	for range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return driver.Grant{}, err
 		}
-		children, _, err := s.conn.Children(parent)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return driver.Grant{}, fmt.Errorf("list %s: %w", parent, err)
-		}
-		nodes := sortNodes(children)
-		i := 0
-		for i < len(nodes) && nodes[i].token != r.Token {
-			i++
-		}
-		switch {
-		case i == len(nodes) && fresh:
-			s.remember(r.Token, nil)
-			return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
-		case i == len(nodes): // the entry expired and was dropped: queue again
-			s.remember(r.Token, nil)
+		var err error
+		if e.path == "" {
 			if e, err = s.create(r); err != nil {
 				return driver.Grant{}, err
 			}
-			now, wrote, fresh = e.mtime, true, true
+			now, fresh = e.mtime, true
+		}
+		nodes, err := s.nodes(parent)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token })
+		switch {
+		case i < 0: // our node is gone: the entry expired and was dropped
+			s.remember(r.Token, nil)
+			if fresh {
+				return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
+			}
+			e.path = "" // queue again
 			continue
 		case parent+"/"+nodes[i].name != e.path:
 			// An older node of the token (a create cut off by a connection
@@ -126,54 +120,44 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 			if err != nil {
 				return driver.Grant{}, err
 			}
-			wrote, fresh = true, false
+			fresh = false
 			continue
 		case i == 0:
 			e.held = true
 			s.remember(r.Token, &e)
-			return driver.Grant{Fence: uint64(e.czxid), FromQueue: !wrote}, nil
+			return driver.Grant{Fence: uint64(e.czxid), FromQueue: now == 0}, nil
 		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
 			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
 			}
 			return driver.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 		}
-		if !wrote { // refresh the entry: another TTL, and the server's time
+		if now == 0 { // refresh the entry: another TTL, and the server's time
 			if now, err = s.refresh(r, &e); err != nil {
 				return driver.Grant{}, err
 			}
-			wrote = true
 		}
-		// The node right behind the lowest judges it (and, by turns, every
-		// node): dropped if its TTL ran out, else reported.
-		held, low := &lease.HeldError{Key: r.Key, Queued: i - 1}, parent+"/"+nodes[0].name
-		if i == 1 || !r.Queue {
-			data, st, err := s.conn.Get(low)
-			if errors.Is(err, zk.ErrNoNode) {
+		// A queued waiter watches its predecessor only (and is the next to
+		// get the key); the node right behind the lowest judges it (and, by
+		// turns, every node): dropped if its TTL ran out, else reported.
+		j, next := 0, ""
+		if r.Queue {
+			j, next = i-1, r.Token
+		}
+		ahead, held := parent+"/"+nodes[j].name, &lease.HeldError{Key: r.Key, Queued: i - 1}
+		if j == 0 {
+			info, err := s.holder(r.Key, ahead, now, true)
+			if err == errAgain {
 				continue
 			} else if err != nil {
-				return driver.Grant{}, fmt.Errorf("read %s: %w", redactPath(low), err)
-			}
-			d := decodeData(data)
-			if st.Mtime+d.TTLms <= now {
-				// Not renewed for its TTL (its session may live on): drop
-				// it, unless it was renewed since we read it.
-				if err := s.conn.Delete(low, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-					return driver.Grant{}, fmt.Errorf("delete expired %s: %w", redactPath(low), err)
-				}
-				continue
-			}
-			held.Holder, held.Fence, held.Remaining = d.Holder, uint64(st.Czxid), d.remaining(st.Mtime, now)
-		}
-		watched := low // a queued waiter watches its predecessor only
-		if r.Queue {
-			watched = parent + "/" + nodes[i-1].name
-		}
-		if gone, err := s.watch(r, watched); err != nil || gone {
-			if err != nil {
 				return driver.Grant{}, err
 			}
+			held.Holder, held.Fence, held.Remaining = info.Holder, info.Fence, info.Remaining
+		}
+		if err := s.watch(r.Key, next, ahead); err == errAgain {
 			continue
+		} else if err != nil {
+			return driver.Grant{}, err
 		}
 		if r.Queue {
 			s.remember(r.Token, &e)
@@ -183,6 +167,27 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry, fresh boo
 		return driver.Grant{}, held
 	}
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
+}
+
+// holder reads p, the lowest node, and judges its TTL at the server's time
+// now (ms). An expired node holds nothing and, if drop, is deleted unless
+// renewed since it was read (its session may live on); errAgain: p is gone.
+func (s *Store) holder(key, p string, now int64, drop bool) (driver.Info, error) {
+	data, st, err := s.conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return driver.Info{}, errAgain
+	} else if err != nil {
+		return driver.Info{}, fmt.Errorf("read %s: %w", redactPath(p), err)
+	}
+	if d := decodeData(data); st.Mtime+d.TTLms > now {
+		return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, now)}, nil
+	} else if !drop {
+		return driver.Info{Key: key}, nil
+	}
+	if err := s.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+		return driver.Info{}, fmt.Errorf("delete expired %s: %w", redactPath(p), err)
+	}
+	return driver.Info{}, errAgain
 }
 
 // Inspect implements driver.Store: the lowest node of key, unless its TTL
@@ -195,28 +200,20 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	parent := s.parent(key)
 	for range maxRounds {
 		pst, err := s.conn.Set(parent, nil, -1)
-		var children []string
+		var nodes []node
 		if err == nil {
-			children, _, err = s.conn.Children(parent)
+			nodes, err = s.nodes(parent)
 		}
-		nodes := sortNodes(children)
 		if errors.Is(err, zk.ErrNoNode) || err == nil && len(nodes) == 0 {
 			return driver.Info{Key: key}, nil
 		}
-		var data []byte
-		st := &zk.Stat{}
+		info := driver.Info{}
 		if err == nil {
-			data, st, err = s.conn.Get(parent + "/" + nodes[0].name)
+			info, err = s.holder(key, parent+"/"+nodes[0].name, pst.Mtime, false)
 		}
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		} else if err != nil {
-			return driver.Info{}, fmt.Errorf("zklease: inspect %q: %w", key, err)
+		if err != errAgain {
+			return info, wrapped(err, "inspect", key)
 		}
-		if d := decodeData(data); st.Mtime+d.TTLms > pst.Mtime {
-			return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, pst.Mtime)}, nil
-		}
-		return driver.Info{Key: key}, nil
 	}
 	return driver.Info{}, fmt.Errorf("zklease: inspect %q: the nodes kept changing", key)
 }

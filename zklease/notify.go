@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -26,9 +27,9 @@ type watch struct {
 
 type subscription struct {
 	s       *Store
-	done    chan struct{}
+	done    <-chan struct{} // closed by cancel, in Close
+	cancel  context.CancelFunc
 	changed chan struct{} // a watch was added (capacity 1)
-	once    sync.Once
 
 	mu      sync.Mutex
 	watches []watch
@@ -42,48 +43,44 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	if _, err := s.usable(ctx); err != nil {
 		return nil, err
 	}
+	done, cancel := context.WithCancel(context.Background())
+	sub := &subscription{s: s, done: done.Done(), cancel: cancel, changed: make(chan struct{}, 1)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub := &subscription{s: s, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 	s.subs[sub] = struct{}{}
 	return sub, nil
 }
 
-// watch watches the node at path for r and hands the watch to every open
-// subscription; gone reports that the node is already gone.
-func (s *Store) watch(r driver.Request, path string) (gone bool, err error) {
+// watch watches the node at path for key and hands the watch to every open
+// subscription, to announce next (if any) on its deletion; errAgain: the
+// node is already gone.
+func (s *Store) watch(key, next, path string) error {
 	s.mu.Lock()
 	n := len(s.subs)
 	s.mu.Unlock()
 	if n == 0 {
-		return false, nil
+		return nil
 	}
 	_, _, ch, err := s.conn.ChildrenW(path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return true, nil
+		return errAgain
 	} else if err != nil {
-		return false, fmt.Errorf("watch %s: %w", redactPath(path), err)
-	}
-	w := watch{ch: ch, path: path, a: driver.Announcement{Key: r.Key}}
-	if r.Queue {
-		w.a.Next = r.Token // the waiter right behind the node
+		return fmt.Errorf("watch %s: %w", redactPath(path), err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		sub.add(w)
+		sub.add(watch{ch: ch, path: path, a: driver.Announcement{Key: key, Next: next}})
 	}
-	return false, nil
+	return nil
 }
 
 // add adds w unless the subscription waits for the same node already.
 func (sub *subscription) add(w watch) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	for _, x := range sub.watches {
-		if x.path == w.path && x.a == w.a {
-			return
-		}
+	if slices.ContainsFunc(sub.watches, func(x watch) bool { return x.path == w.path && x.a == w.a }) {
+		return
 	}
 	sub.watches = append(sub.watches, w)
 	select {
@@ -98,13 +95,13 @@ func (sub *subscription) add(w watch) {
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
 		sub.mu.Lock()
+		watches := sub.watches // never changed in place
+		sub.mu.Unlock()
 		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.done)}, {Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}}
-		for _, w := range sub.watches {
+		for _, w := range watches {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.ch)})
 		}
-		watches := sub.watches
-		sub.mu.Unlock()
 		i, v, ok := reflect.Select(cases)
 		switch i {
 		case 0:
@@ -116,12 +113,7 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 		}
 		w := watches[i-3]
 		sub.mu.Lock()
-		for k := range sub.watches {
-			if sub.watches[k].ch == w.ch {
-				sub.watches = append(sub.watches[:k:k], sub.watches[k+1:]...)
-				break
-			}
-		}
+		sub.watches = slices.DeleteFunc(slices.Clone(sub.watches), func(x watch) bool { return x.ch == w.ch })
 		sub.mu.Unlock()
 		// A closed channel without a value: another subscription took the
 		// event. Announce it all the same.
@@ -134,11 +126,9 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 
 // Close implements driver.Subscription.
 func (sub *subscription) Close() error {
-	sub.once.Do(func() {
-		close(sub.done)
-		sub.s.mu.Lock()
-		delete(sub.s.subs, sub)
-		sub.s.mu.Unlock()
-	})
+	sub.cancel()
+	sub.s.mu.Lock()
+	delete(sub.s.subs, sub)
+	sub.s.mu.Unlock()
 	return nil
 }

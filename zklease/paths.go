@@ -3,12 +3,16 @@
 package zklease
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/leasekit/lease/driver"
 )
@@ -21,19 +25,17 @@ const nodePrefix = "_c_"
 // and '.' are percent-escaped, and the result is never "." or "..".
 func escapeKey(key string) string {
 	var b strings.Builder
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '~':
+	for _, c := range []byte(key) {
+		if strings.IndexByte(unescaped, c) >= 0 || c == '.' && key != "." && key != ".." {
 			b.WriteByte(c)
-		case c == '.' && key != "." && key != "..":
-			b.WriteByte(c)
-		default:
+		} else {
 			fmt.Fprintf(&b, "%%%02X", c)
 		}
 	}
 	return b.String()
 }
+
+const unescaped = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_~"
 
 // redactPath shortens the token in p, a node path or name
 // ".../_c_<token>-<sequence>", to its first 8 characters and "…", as the
@@ -52,20 +54,23 @@ type node struct {
 	seq         int64
 }
 
-// sortNodes returns the nodes among children, lowest sequence first.
-func sortNodes(children []string) []node {
+// nodes lists the nodes under parent (none if it is missing), lowest
+// sequence first.
+func (s *Store) nodes(parent string) ([]node, error) {
+	children, _, err := s.conn.Children(parent)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
 	ns := make([]node, 0, len(children))
 	for _, c := range children {
 		i := strings.LastIndexByte(c, '-')
-		if !strings.HasPrefix(c, nodePrefix) || i < len(nodePrefix) {
-			continue
-		}
-		if seq, err := strconv.ParseInt(c[i+1:], 10, 64); err == nil && seq >= 0 {
+		seq, err := strconv.ParseInt(c[i+1:], 10, 64)
+		if strings.HasPrefix(c, nodePrefix) && i >= len(nodePrefix) && err == nil && seq >= 0 {
 			ns = append(ns, node{name: c, token: c[len(nodePrefix):i], seq: seq})
 		}
 	}
-	sort.Slice(ns, func(i, j int) bool { return ns[i].seq < ns[j].seq })
-	return ns
+	slices.SortFunc(ns, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
+	return ns, nil
 }
 
 // nodeData is what a node stores (JSON, for humans and tools too).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 
@@ -24,10 +25,14 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	if err == nil {
 		_, err = s.refresh(r, &e)
 	}
+	return wrapped(err, "renew", r.Key)
+}
+
+// wrapped names op and key in err, if any.
+func wrapped(err error, op, key string) error {
 	if err != nil {
-		return fmt.Errorf("zklease: renew %q: %w", r.Key, err)
+		return fmt.Errorf("zklease: %s %q: %w", op, key, err)
 	}
-	s.remember(r.Token, &e)
 	return nil
 }
 
@@ -41,14 +46,12 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 		return e, nil
 	}
 	parent := s.parent(r.Key)
-	children, _, err := s.conn.Children(parent)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return entry{}, fmt.Errorf("list %s: %w", parent, err)
+	nodes, err := s.nodes(parent)
+	if err != nil {
+		return entry{}, err
 	}
-	for i, n := range sortNodes(children) {
-		if n.token == r.Token {
-			return s.read(r, parent+"/"+n.name, i == 0)
-		}
+	if i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token }); i >= 0 {
+		return s.read(r, parent+"/"+nodes[i].name, i == 0)
 	}
 	return entry{}, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
 }
@@ -66,14 +69,14 @@ func (s *Store) read(r driver.Request, p string, lowest bool) (entry, error) {
 }
 
 // refresh writes r's data to e's node, version-checked, and returns the
-// server's time of the write. A version written by
-// another Store of the same token is read and written again.
+// server's time of the write. A version written by another Store of the
+// same token is read and written again.
 func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 	st, err := s.conn.Set(e.path, encodeData(r), e.version)
 	if errors.Is(err, zk.ErrBadVersion) {
 		var cur entry
 		if cur, err = s.read(r, e.path, e.held); err == nil {
-			e.version, e.mtime, e.ttlMs = cur.version, cur.mtime, cur.ttlMs
+			*e = cur
 			st, err = s.conn.Set(e.path, encodeData(r), e.version)
 		}
 	}
@@ -86,8 +89,9 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 	return st.Mtime, s.written(r, e, st)
 }
 
-// written records a write st of e's node, unless e's TTL had run out when
-// it landed: the lease (or queue entry) had expired, so the node goes.
+// written records a write st of e's node as r's entry, unless e's TTL had
+// run out when it landed: the lease (or queue entry) had expired, so the
+// node goes.
 func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 	if st.Mtime >= e.mtime+e.ttlMs {
 		s.remember(r.Token, nil)
@@ -95,6 +99,7 @@ func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 		return errExpired
 	}
 	e.version, e.mtime, e.ttlMs, e.czxid = st.Version, st.Mtime, r.TTL.Milliseconds(), st.Czxid
+	s.remember(r.Token, e)
 	return nil
 }
 
@@ -104,7 +109,7 @@ func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 // leases this Store does not know.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
-	var idx []int
+	var idx []int // the requests in ops, and their entries
 	var ents []entry
 	var ops []any
 	size := multiReqFixed
@@ -113,10 +118,8 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		for k, i := range idx {
 			if err != nil || len(res) != len(idx) || res[k].Stat == nil {
 				errs[i] = s.Renew(ctx, rs[i])
-			} else if werr := s.written(rs[i], &ents[k], res[k].Stat); werr != nil {
-				errs[i] = fmt.Errorf("zklease: renew %q: %w", rs[i].Key, werr)
 			} else {
-				s.remember(rs[i].Token, &ents[k])
+				errs[i] = wrapped(s.written(rs[i], &ents[k], res[k].Stat), "renew", rs[i].Key)
 			}
 		}
 		idx, ents, ops, size = nil, nil, nil, multiReqFixed
@@ -127,13 +130,12 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 			errs[i] = s.Renew(ctx, r)
 			continue
 		}
-		data := encodeData(r)
-		if size += multiReqPerOp + len(e.path) + len(data); len(ops) > 0 && (size > multiBudget || len(ops) == maxMultiOps) {
+		op := &zk.SetDataRequest{Path: e.path, Data: encodeData(r), Version: e.version}
+		n := multiReqPerOp + len(op.Path) + len(op.Data)
+		if len(ops) > 0 && (size+n > multiBudget || len(ops) == maxMultiOps) {
 			flush()
-			size += multiReqPerOp + len(e.path) + len(data)
 		}
-		idx, ents = append(idx, i), append(ents, e)
-		ops = append(ops, &zk.SetDataRequest{Path: e.path, Data: data, Version: e.version})
+		idx, ents, ops, size = append(idx, i), append(ents, e), append(ops, op), size+n
 	}
 	if len(ops) > 0 {
 		flush()
@@ -172,8 +174,5 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	case err == nil && !e.held:
 		err = fmt.Errorf("the token left the queue: %w", lease.ErrNotHeld)
 	}
-	if err != nil {
-		return fmt.Errorf("zklease: release %q: %w", r.Key, err)
-	}
-	return nil
+	return wrapped(err, "release", r.Key)
 }

@@ -27,12 +27,9 @@ var (
 
 // Store is a driver.Store on ZooKeeper, safe for concurrent use.
 type Store struct {
-	conn       *zk.Conn
-	own        bool // Dial made conn: Close closes it
-	root       string
-	acl        []zk.ACL
-	maxTTL     time.Duration
-	maxWaiters int
+	config // sessionTimeout: the negotiated one, Caps.MaxTTL
+	conn   *zk.Conn
+	own    bool // Dial made conn: Close closes it
 
 	mu      sync.Mutex
 	entries map[string]*entry // by token: the nodes this Store made or found
@@ -66,7 +63,7 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 	case cfg.sessionTimeout <= 0:
 		return nil, lease.Invalid("session timeout", "New needs WithSessionTimeout (the negotiated session timeout of conn)")
 	}
-	return newStore(conn, false, cfg, cfg.sessionTimeout), nil
+	return newStore(conn, false, cfg), nil
 }
 
 func configure(opts []Option) (config, error) {
@@ -88,9 +85,8 @@ func configure(opts []Option) (config, error) {
 	return cfg, nil
 }
 
-func newStore(conn *zk.Conn, own bool, cfg config, maxTTL time.Duration) *Store {
-	return &Store{conn: conn, own: own, root: cfg.root, acl: cfg.acl, maxTTL: maxTTL, maxWaiters: cfg.maxWaiters,
-		entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
+func newStore(conn *zk.Conn, own bool, cfg config) *Store {
+	return &Store{config: cfg, conn: conn, own: own, entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
 }
 
 // ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
@@ -140,13 +136,12 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 	case sessionTimeout <= 0:
 		return nil, lease.Invalid("session timeout", "%v is not positive", sessionTimeout)
 	}
-	w := &watcher{ready: make(chan struct{}), log: cfg.logger}
-	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.dialer == nil {
 		cfg.dialer = net.DialTimeout
 	}
+	s := newStore(nil, true, cfg)
+	s.lost = make(chan struct{})
+	w := &watcher{store: s, log: cfg.logger, ready: make(chan struct{})}
 	conn, _, err := zk.Connect(servers, sessionTimeout,
 		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(cfg.dialer))
 	if err != nil {
@@ -157,38 +152,30 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 	case <-ctx.Done():
 		err = fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
 	}
-	for _, a := range cfg.auth {
-		if err == nil {
-			if err = conn.AddAuth(a.scheme, a.auth); err != nil {
-				err = fmt.Errorf("zklease: add auth %q: %w", a.scheme, err)
-			}
+	for i := 0; err == nil && i < len(cfg.auth); i++ {
+		if err = conn.AddAuth(cfg.auth[i].scheme, cfg.auth[i].auth); err != nil {
+			err = fmt.Errorf("zklease: add auth %q: %w", cfg.auth[i].scheme, err)
 		}
 	}
 	if err == nil && !cfg.aclSet && len(cfg.auth) > 0 {
-		cfg.acl = zk.AuthACL(zk.PermAll)
+		s.acl = zk.AuthACL(zk.PermAll)
 		err = checkRoot(conn, cfg.root)
 	}
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := newStore(conn, true, cfg, w.negotiated)
-	s.lost = make(chan struct{})
-	w.store = s
+	s.conn = conn
 	return s, nil
 }
 
 // watcher receives the library's log messages and session events for a
 // Store made by Dial, on the library's goroutines.
 type watcher struct {
+	store *Store
 	log   *slog.Logger
-	ready chan struct{} // closed when the first session is established
-
-	mu         sync.Mutex
-	negotiated time.Duration
-	store      *Store
+	ready chan struct{} // closed once the first session is established
+	once  sync.Once
 }
 
 // authenticatedFormat is what go-zookeeper v1.0.4 logs after each session
@@ -199,24 +186,21 @@ const authenticatedFormat = "authenticated: id=%d, timeout=%d"
 func (w *watcher) Printf(format string, args ...any) {
 	if format == authenticatedFormat && len(args) == 2 {
 		if ms, ok := args[1].(int32); ok && ms > 0 {
-			w.mu.Lock()
-			if w.negotiated == 0 {
-				w.negotiated = time.Duration(ms) * time.Millisecond
+			w.once.Do(func() {
+				w.store.sessionTimeout = time.Duration(ms) * time.Millisecond // read by Dial after ready
 				close(w.ready)
-			}
-			w.mu.Unlock()
+			})
 		}
 	}
-	w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
+	if w.log != nil {
+		w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
+	}
 }
 
 // event is the connection's event callback.
 func (w *watcher) event(ev zk.Event) {
-	w.mu.Lock()
-	s := w.store
-	w.mu.Unlock()
-	if s != nil && ev.Type == zk.EventSession && ev.State == zk.StateExpired {
-		s.sessionEnded()
+	if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
+		w.store.sessionEnded()
 	}
 }
 
@@ -244,7 +228,7 @@ func (s *Store) Root() string { return s.root }
 // Caps implements driver.Store: FIFO, and a TTL of at most the session
 // timeout, so the session never outlives the Client's deadline.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MaxTTL: s.maxTTL, FIFO: true, MaxWaiters: s.maxWaiters}
+	return driver.Caps{MaxTTL: s.sessionTimeout, FIFO: true, MaxWaiters: s.maxWaiters}
 }
 
 // Close ends the Store's subscriptions and, for a Store made by Dial, closes
