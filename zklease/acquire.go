@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -85,21 +86,33 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 	var now int64  // the server's time of this call's write; 0: none yet
 	fresh := false // e was created by this call
 	for range maxRounds {
-		if err := ctx.Err(); err != nil {
-			return driver.Grant{}, err
-		}
-		var err error
-		if e.path == "" {
-			if e, err = s.create(r); err != nil {
-				return driver.Grant{}, err
-			}
+		err := ctx.Err()
+		if err == nil && e.path == "" {
+			e, err = s.create(r)
 			now, fresh = e.mtime, true
 		}
-		nodes, err := s.nodes(parent)
+		var nodes []node
+		if err == nil {
+			nodes, err = s.nodes(parent)
+		}
 		if err != nil {
 			return driver.Grant{}, err
 		}
 		i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token })
+		if i >= 0 && nodes[i].path != e.path {
+			// An older node of the token (a create cut off by a connection
+			// loss, or another Store's): keep that one.
+			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
+			}
+			if e, err = s.read(r.Key, nodes[i].path, false); err == nil {
+				now, err = s.refresh(r, &e)
+			}
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			fresh = false
+		}
 		switch {
 		case i < 0: // our node is gone: the entry expired and was dropped
 			s.remember(r.Token, nil)
@@ -107,20 +120,6 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 				return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
 			}
 			e.path = "" // queue again
-			continue
-		case parent+"/"+nodes[i].name != e.path:
-			// An older node of the token (a create cut off by a connection
-			// loss, or another Store's): keep that one.
-			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
-			}
-			if e, err = s.read(r, parent+"/"+nodes[i].name, false); err == nil {
-				now, err = s.refresh(r, &e)
-			}
-			if err != nil {
-				return driver.Grant{}, err
-			}
-			fresh = false
 			continue
 		case i == 0:
 			e.held = true
@@ -144,7 +143,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		if r.Queue {
 			j, next = i-1, r.Token
 		}
-		ahead, held := parent+"/"+nodes[j].name, &lease.HeldError{Key: r.Key, Queued: i - 1}
+		ahead, held := nodes[j].path, &lease.HeldError{Key: r.Key, Queued: i - 1}
 		if j == 0 {
 			info, err := s.holder(r.Key, ahead, now, true)
 			if err == errAgain {
@@ -173,18 +172,19 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 // now (ms). An expired node holds nothing and, if drop, is deleted unless
 // renewed since it was read (its session may live on); errAgain: p is gone.
 func (s *Store) holder(key, p string, now int64, drop bool) (driver.Info, error) {
-	data, st, err := s.conn.Get(p)
-	if errors.Is(err, zk.ErrNoNode) {
+	e, err := s.read(key, p, true)
+	switch {
+	case errors.Is(err, lease.ErrNotHeld):
 		return driver.Info{}, errAgain
-	} else if err != nil {
-		return driver.Info{}, fmt.Errorf("read %s: %w", redactPath(p), err)
-	}
-	if d := decodeData(data); st.Mtime+d.TTLms > now {
-		return driver.Info{Key: key, Held: true, Holder: d.Holder, Fence: uint64(st.Czxid), Remaining: d.remaining(st.Mtime, now)}, nil
-	} else if !drop {
+	case err != nil:
+		return driver.Info{}, err
+	case e.mtime+e.ttlMs > now: // the TTL left, both times stamped by the ZooKeeper leader
+		left := time.Duration(min(e.mtime+e.ttlMs-now, e.ttlMs)) * time.Millisecond
+		return driver.Info{Key: key, Held: true, Holder: e.holder, Fence: uint64(e.czxid), Remaining: left}, nil
+	case !drop:
 		return driver.Info{Key: key}, nil
 	}
-	if err := s.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+	if err := s.conn.Delete(p, e.version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 		return driver.Info{}, fmt.Errorf("delete expired %s: %w", redactPath(p), err)
 	}
 	return driver.Info{}, errAgain
@@ -209,7 +209,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		}
 		info := driver.Info{}
 		if err == nil {
-			info, err = s.holder(key, parent+"/"+nodes[0].name, pst.Mtime, false)
+			info, err = s.holder(key, nodes[0].path, pst.Mtime, false)
 		}
 		if err != errAgain {
 			return info, wrapped(err, "inspect", key)

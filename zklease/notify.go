@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -17,10 +16,9 @@ import (
 
 var errSubClosed = errors.New("zklease: subscription closed")
 
-// watch is a child watch on one node: it fires only when the node is
-// deleted (a data watch would fire on every renewal).
+// watch names a child watch on one node, which fires only when the node
+// is deleted (a data watch would fire on every renewal).
 type watch struct {
-	ch   <-chan zk.Event
 	path string // a sequential node: its path is never reused
 	a    driver.Announcement
 }
@@ -32,7 +30,7 @@ type subscription struct {
 	changed chan struct{} // a watch was added (capacity 1)
 
 	mu      sync.Mutex
-	watches []watch
+	watches map[watch]<-chan zk.Event
 }
 
 // Subscribe implements driver.Notifier. While a subscription is open, an
@@ -44,7 +42,7 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 		return nil, err
 	}
 	done, cancel := context.WithCancel(context.Background())
-	sub := &subscription{s: s, done: done.Done(), cancel: cancel, changed: make(chan struct{}, 1)}
+	sub := &subscription{s: s, done: done.Done(), cancel: cancel, changed: make(chan struct{}, 1), watches: make(map[watch]<-chan zk.Event)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs[sub] = struct{}{}
@@ -70,22 +68,21 @@ func (s *Store) watch(key, next, path string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		sub.add(watch{ch: ch, path: path, a: driver.Announcement{Key: key, Next: next}})
+		sub.add(watch{path: path, a: driver.Announcement{Key: key, Next: next}}, ch)
 	}
 	return nil
 }
 
 // add adds w unless the subscription waits for the same node already.
-func (sub *subscription) add(w watch) {
+func (sub *subscription) add(w watch, ch <-chan zk.Event) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if slices.ContainsFunc(sub.watches, func(x watch) bool { return x.path == w.path && x.a == w.a }) {
-		return
-	}
-	sub.watches = append(sub.watches, w)
-	select {
-	case sub.changed <- struct{}{}:
-	default:
+	if _, ok := sub.watches[w]; !ok {
+		sub.watches[w] = ch
+		select {
+		case sub.changed <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -94,14 +91,15 @@ func (sub *subscription) add(w watch) {
 // expired) is an error: the Client then wakes every waiter.
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
-		sub.mu.Lock()
-		watches := sub.watches // never changed in place
-		sub.mu.Unlock()
 		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.done)}, {Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}}
-		for _, w := range watches {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.ch)})
+		var watches []watch // of cases[3:]
+		sub.mu.Lock()
+		for w, ch := range sub.watches {
+			watches = append(watches, w)
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		}
+		sub.mu.Unlock()
 		i, v, ok := reflect.Select(cases)
 		switch i {
 		case 0:
@@ -113,7 +111,7 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 		}
 		w := watches[i-3]
 		sub.mu.Lock()
-		sub.watches = slices.DeleteFunc(slices.Clone(sub.watches), func(x watch) bool { return x.ch == w.ch })
+		delete(sub.watches, w)
 		sub.mu.Unlock()
 		// A closed channel without a value: another subscription took the
 		// event. Announce it all the same.

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -50,7 +49,7 @@ func redactPath(p string) string {
 
 // node is one child of a key's parent, parsed from its name.
 type node struct {
-	name, token string
+	path, token string
 	seq         int64
 }
 
@@ -66,7 +65,7 @@ func (s *Store) nodes(parent string) ([]node, error) {
 		i := strings.LastIndexByte(c, '-')
 		seq, err := strconv.ParseInt(c[i+1:], 10, 64)
 		if strings.HasPrefix(c, nodePrefix) && i >= len(nodePrefix) && err == nil && seq >= 0 {
-			ns = append(ns, node{name: c, token: c[len(nodePrefix):i], seq: seq})
+			ns = append(ns, node{path: parent + "/" + c, token: c[len(nodePrefix):i], seq: seq})
 		}
 	}
 	slices.SortFunc(ns, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
@@ -83,17 +82,4 @@ type nodeData struct {
 func encodeData(r driver.Request) []byte {
 	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds()}) // cannot fail
 	return b
-}
-
-// decodeData parses a node's data; unreadable data reads as TTL 0: expired.
-func decodeData(b []byte) nodeData {
-	var d nodeData
-	_ = json.Unmarshal(b, &d)
-	return d
-}
-
-// remaining is the time a node written at mtime has left at server time
-// now (both ms, stamped by the ZooKeeper leader).
-func (d nodeData) remaining(mtime, now int64) time.Duration {
-	return time.Duration(min(max(mtime+d.TTLms-now, 0), d.TTLms)) * time.Millisecond
 }

@@ -4,6 +4,7 @@ package zklease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,27 +46,27 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	if e, ok := s.remembered(r); ok {
 		return e, nil
 	}
-	parent := s.parent(r.Key)
-	nodes, err := s.nodes(parent)
+	nodes, err := s.nodes(s.parent(r.Key))
 	if err != nil {
 		return entry{}, err
 	}
 	if i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token }); i >= 0 {
-		return s.read(r, parent+"/"+nodes[i].name, i == 0)
+		return s.read(r.Key, nodes[i].path, i == 0)
 	}
 	return entry{}, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
 }
 
 // read reads the node at p into an entry; held if it is the lowest.
-func (s *Store) read(r driver.Request, p string, lowest bool) (entry, error) {
+func (s *Store) read(key, p string, lowest bool) (entry, error) {
 	data, st, err := s.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return entry{}, fmt.Errorf("node %s gone: %w", redactPath(p), lease.ErrNotHeld)
 	} else if err != nil {
 		return entry{}, fmt.Errorf("read %s: %w", redactPath(p), err)
 	}
-	d := decodeData(data)
-	return entry{key: r.Key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, held: lowest}, nil
+	var d nodeData
+	_ = json.Unmarshal(data, &d) // unreadable data reads as TTL 0: expired
+	return entry{key: key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, holder: d.Holder, held: lowest}, nil
 }
 
 // refresh writes r's data to e's node, version-checked, and returns the
@@ -75,7 +76,7 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 	st, err := s.conn.Set(e.path, encodeData(r), e.version)
 	if errors.Is(err, zk.ErrBadVersion) {
 		var cur entry
-		if cur, err = s.read(r, e.path, e.held); err == nil {
+		if cur, err = s.read(r.Key, e.path, e.held); err == nil {
 			*e = cur
 			st, err = s.conn.Set(e.path, encodeData(r), e.version)
 		}

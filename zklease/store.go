@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"path"
 	"strings"
@@ -29,11 +28,10 @@ var (
 type Store struct {
 	config // sessionTimeout: the negotiated one, Caps.MaxTTL
 	conn   *zk.Conn
-	own    bool // Dial made conn: Close closes it
 
 	mu      sync.Mutex
 	entries map[string]*entry // by token: the nodes this Store made or found
-	lost    chan struct{}     // closed when the session ends; nil for New
+	lost    chan struct{}     // closed when the session ends; nil for New and once closed
 	subs    map[*subscription]struct{}
 	closed  bool
 }
@@ -46,7 +44,8 @@ type entry struct {
 	mtime     int64 // server time of our last write, ms
 	ttlMs     int64 // the TTL of that write
 	czxid     int64 // the fence
-	held      bool  // granted; otherwise a queued waiter's entry
+	holder    string
+	held      bool // granted; otherwise a queued waiter's entry
 }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
@@ -54,16 +53,14 @@ type entry struct {
 // server negotiated, or less. A Store made by New cannot see session
 // events: its grants carry no Lost channel.
 func New(conn *zk.Conn, opts ...Option) (*Store, error) {
-	cfg, err := configure(opts)
-	switch {
-	case err != nil:
-		return nil, err
-	case conn == nil:
+	if conn == nil {
 		return nil, lease.Invalid("store", "nil *zk.Conn")
-	case cfg.sessionTimeout <= 0:
-		return nil, lease.Invalid("session timeout", "New needs WithSessionTimeout (the negotiated session timeout of conn)")
 	}
-	return newStore(conn, false, cfg), nil
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(conn, cfg), nil
 }
 
 func configure(opts []Option) (config, error) {
@@ -81,12 +78,14 @@ func configure(opts []Option) (config, error) {
 		return cfg, lease.Invalid("acl", "empty ACL")
 	case cfg.maxWaiters < 1:
 		return cfg, lease.Invalid("max waiters", "%d is below 1", cfg.maxWaiters)
+	case cfg.sessionTimeout <= 0:
+		return cfg, lease.Invalid("session timeout", "%v is not positive (New needs WithSessionTimeout)", cfg.sessionTimeout)
 	}
 	return cfg, nil
 }
 
-func newStore(conn *zk.Conn, own bool, cfg config) *Store {
-	return &Store{config: cfg, conn: conn, own: own, entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
+func newStore(conn *zk.Conn, cfg config) *Store {
+	return &Store{config: cfg, conn: conn, entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
 }
 
 // ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
@@ -127,21 +126,19 @@ func checkRoot(conn *zk.Conn, root string) error {
 // creator ACL, zk.AuthACL(zk.PermAll), and Dial refuses a root that exists
 // and lets anyone do more than read it (ErrOpenRoot).
 func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, opts ...Option) (*Store, error) {
-	cfg, err := configure(opts)
-	switch {
-	case err != nil:
-		return nil, err
-	case len(servers) == 0:
+	if len(servers) == 0 {
 		return nil, lease.Invalid("servers", "empty server list")
-	case sessionTimeout <= 0:
-		return nil, lease.Invalid("session timeout", "%v is not positive", sessionTimeout)
+	}
+	cfg, err := configure(append(opts[:len(opts):len(opts)], WithSessionTimeout(sessionTimeout)))
+	if err != nil {
+		return nil, err
 	}
 	if cfg.dialer == nil {
 		cfg.dialer = net.DialTimeout
 	}
-	s := newStore(nil, true, cfg)
-	s.lost = make(chan struct{})
-	w := &watcher{store: s, log: cfg.logger, ready: make(chan struct{})}
+	s := newStore(nil, cfg)
+	s.lost = make(chan struct{}) // Close closes conn
+	w := &watcher{store: s, ready: make(chan struct{})}
 	conn, _, err := zk.Connect(servers, sessionTimeout,
 		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(cfg.dialer))
 	if err != nil {
@@ -173,7 +170,6 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 // Store made by Dial, on the library's goroutines.
 type watcher struct {
 	store *Store
-	log   *slog.Logger
 	ready chan struct{} // closed once the first session is established
 	once  sync.Once
 }
@@ -192,8 +188,8 @@ func (w *watcher) Printf(format string, args ...any) {
 			})
 		}
 	}
-	if w.log != nil {
-		w.log.Debug(fmt.Sprintf(format, args...), "component", "zk")
+	if l := w.store.logger; l != nil {
+		l.Debug(fmt.Sprintf(format, args...), "component", "zk")
 	}
 }
 
@@ -235,13 +231,13 @@ func (s *Store) Caps() driver.Caps {
 // the connection (which deletes its nodes) and the Lost channels.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	subs, closed := s.subs, s.closed
+	for sub := range s.subs {
+		sub.cancel()
+	}
+	own := s.lost != nil && !s.closed // made by Dial, and not closed yet
 	s.subs, s.closed = nil, true
 	s.mu.Unlock()
-	for sub := range subs {
-		_ = sub.Close()
-	}
-	if s.own && !closed {
+	if own {
 		s.conn.Close()
 		s.sessionEnded()
 	}
