@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -92,18 +91,18 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 			now, fresh = e.mtime, true
 		}
 		var nodes []node
+		i := -1
 		if err == nil {
-			nodes, err = s.nodes(parent)
+			nodes, i, err = s.nodes(parent, r.Token)
 		}
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token })
 		if i >= 0 && nodes[i].path != e.path {
 			// An older node of the token (a create cut off by a connection
 			// loss, or another Store's): keep that one.
-			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
+			if err := s.dropped(e.path, -1, nil); err != nil {
+				return driver.Grant{}, err
 			}
 			if e, err = s.read(r.Key, nodes[i].path, false); err == nil {
 				now, err = s.refresh(r, &e)
@@ -126,10 +125,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 			s.remember(r.Token, &e)
 			return driver.Grant{Fence: uint64(e.czxid), FromQueue: now == 0}, nil
 		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
-			if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
-			}
-			return driver.Grant{}, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
+			return driver.Grant{}, s.dropped(e.path, -1, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
 		}
 		if now == 0 { // refresh the entry: another TTL, and the server's time
 			if now, err = s.refresh(r, &e); err != nil {
@@ -143,26 +139,23 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		if r.Queue {
 			j, next = i-1, r.Token
 		}
-		ahead, held := nodes[j].path, &lease.HeldError{Key: r.Key, Queued: i - 1}
+		var info driver.Info
 		if j == 0 {
-			info, err := s.holder(r.Key, ahead, now, true)
-			if err == errAgain {
-				continue
-			} else if err != nil {
-				return driver.Grant{}, err
-			}
-			held.Holder, held.Fence, held.Remaining = info.Holder, info.Fence, info.Remaining
+			info, err = s.holder(r.Key, nodes[0].path, now, true)
 		}
-		if err := s.watch(r.Key, next, ahead); err == errAgain {
+		if err == nil {
+			err = s.watch(r.Key, next, nodes[j].path)
+		}
+		if err == errAgain {
 			continue
 		} else if err != nil {
 			return driver.Grant{}, err
 		}
-		if r.Queue {
-			s.remember(r.Token, &e)
-		} else if err := s.conn.Delete(e.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return driver.Grant{}, fmt.Errorf("delete %s: %w", redactPath(e.path), err)
+		held := &lease.HeldError{Key: r.Key, Holder: info.Holder, Fence: info.Fence, Remaining: info.Remaining, Queued: i - 1}
+		if !r.Queue {
+			return driver.Grant{}, s.dropped(e.path, -1, held)
 		}
+		s.remember(r.Token, &e)
 		return driver.Grant{}, held
 	}
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
@@ -184,10 +177,7 @@ func (s *Store) holder(key, p string, now int64, drop bool) (driver.Info, error)
 	case !drop:
 		return driver.Info{Key: key}, nil
 	}
-	if err := s.conn.Delete(p, e.version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-		return driver.Info{}, fmt.Errorf("delete expired %s: %w", redactPath(p), err)
-	}
-	return driver.Info{}, errAgain
+	return driver.Info{}, s.dropped(p, e.version, errAgain)
 }
 
 // Inspect implements driver.Store: the lowest node of key, unless its TTL
@@ -202,7 +192,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		pst, err := s.conn.Set(parent, nil, -1)
 		var nodes []node
 		if err == nil {
-			nodes, err = s.nodes(parent)
+			nodes, _, err = s.nodes(parent, "")
 		}
 		if errors.Is(err, zk.ErrNoNode) || err == nil && len(nodes) == 0 {
 			return driver.Info{Key: key}, nil
@@ -216,4 +206,13 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		}
 	}
 	return driver.Info{}, fmt.Errorf("zklease: inspect %q: the nodes kept changing", key)
+}
+
+// dropped deletes node p at version (-1: any) and returns err, or the
+// deletion's error: a node already gone, or written since, is no error.
+func (s *Store) dropped(p string, version int32, err error) error {
+	if derr := s.conn.Delete(p, version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
+		return fmt.Errorf("delete %s: %w", redactPath(p), derr)
+	}
+	return err
 }

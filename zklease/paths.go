@@ -54,11 +54,11 @@ type node struct {
 }
 
 // nodes lists the nodes under parent (none if it is missing), lowest
-// sequence first.
-func (s *Store) nodes(parent string) ([]node, error) {
+// sequence first, and finds token's lowest node among them (-1: none).
+func (s *Store) nodes(parent, token string) ([]node, int, error) {
 	children, _, err := s.conn.Children(parent)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("list %s: %w", parent, err)
+		return nil, -1, fmt.Errorf("list %s: %w", parent, err)
 	}
 	ns := make([]node, 0, len(children))
 	for _, c := range children {
@@ -69,7 +69,7 @@ func (s *Store) nodes(parent string) ([]node, error) {
 		}
 	}
 	slices.SortFunc(ns, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
-	return ns, nil
+	return ns, slices.IndexFunc(ns, func(n node) bool { return n.token == token }), nil
 }
 
 // nodeData is what a node stores (JSON, for humans and tools too).

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/go-zookeeper/zk"
 
@@ -46,14 +45,14 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	if e, ok := s.remembered(r); ok {
 		return e, nil
 	}
-	nodes, err := s.nodes(s.parent(r.Key))
+	nodes, i, err := s.nodes(s.parent(r.Key), r.Token)
+	if err == nil && i < 0 {
+		err = fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
+	}
 	if err != nil {
 		return entry{}, err
 	}
-	if i := slices.IndexFunc(nodes, func(n node) bool { return n.token == r.Token }); i >= 0 {
-		return s.read(r.Key, nodes[i].path, i == 0)
-	}
-	return entry{}, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
+	return s.read(r.Key, nodes[i].path, i == 0)
 }
 
 // read reads the node at p into an entry; held if it is the lowest.
