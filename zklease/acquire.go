@@ -30,24 +30,20 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	g, err := s.acquire(ctx, r)
+	var g driver.Grant
+	if e, ok := s.remembered(r); ok && e.held { // a retried Acquire: a renewal
+		if _, err = s.refresh(r, &e); err == nil {
+			g.Fence = uint64(e.czxid)
+		}
+	} else {
+		g, err = s.settle(ctx, r, e)
+	}
 	if err == nil {
 		g.Lost = lost
 	} else if !errors.As(err, new(*lease.HeldError)) && !errors.As(err, new(*lease.QueueFullError)) {
 		err = fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
 	return g, err
-}
-
-func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	e, ok := s.remembered(r)
-	if ok && e.held { // a retried Acquire: a renewal
-		if _, err := s.refresh(r, &e); err != nil {
-			return driver.Grant{}, err
-		}
-		return driver.Grant{Fence: uint64(e.czxid)}, nil
-	}
-	return s.settle(ctx, r, e)
 }
 
 // create makes r's ephemeral sequential node, in a multi with a write to

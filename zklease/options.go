@@ -19,7 +19,7 @@ type config struct {
 	root           string
 	acl            []zk.ACL
 	aclSet         bool
-	sessionTimeout time.Duration // New only
+	sessionTimeout time.Duration // Caps.MaxTTL: given to New, negotiated by Dial
 	dialer         zk.Dialer     // Dial only
 	logger         *slog.Logger  // Dial only
 	auth           []authInfo    // Dial only

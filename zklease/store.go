@@ -26,14 +26,13 @@ var (
 
 // Store is a driver.Store on ZooKeeper, safe for concurrent use.
 type Store struct {
-	config // sessionTimeout: the negotiated one, Caps.MaxTTL
-	conn   *zk.Conn
+	config
+	conn *zk.Conn
 
 	mu      sync.Mutex
-	entries map[string]*entry // by token: the nodes this Store made or found
-	lost    chan struct{}     // closed when the session ends; nil for New and once closed
-	subs    map[*subscription]struct{}
-	closed  bool
+	entries map[string]*entry          // by token: the nodes this Store made or found
+	lost    chan struct{}              // closed when the session ends; nil for New and once closed
+	subs    map[*subscription]struct{} // nil once the Store is closed
 }
 
 // entry is what a Store remembers of a token's node, to renew, claim and
@@ -209,7 +208,7 @@ func (s *Store) sessionEnded() {
 		close(s.lost)
 		s.lost = nil
 	}
-	if !s.closed {
+	if s.subs != nil { // not closed
 		s.lost = make(chan struct{})
 	}
 	clear(s.entries)
@@ -234,8 +233,8 @@ func (s *Store) Close() error {
 	for sub := range s.subs {
 		sub.cancel()
 	}
-	own := s.lost != nil && !s.closed // made by Dial, and not closed yet
-	s.subs, s.closed = nil, true
+	own := s.lost != nil && s.subs != nil // made by Dial, and not closed yet
+	s.subs = nil
 	s.mu.Unlock()
 	if own {
 		s.conn.Close()
@@ -251,7 +250,7 @@ var errClosed = errors.New("zklease: store closed")
 func (s *Store) usable(ctx context.Context) (<-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.subs == nil {
 		return nil, errClosed
 	}
 	return s.lost, ctx.Err()
