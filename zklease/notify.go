@@ -38,13 +38,17 @@ type subscription struct {
 // for (a queued waiter its predecessor, another try the lowest node) before
 // it returns, so no release it waits for goes unannounced.
 func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
-	if _, err := s.usable(ctx); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	done, cancel := context.WithCancel(context.Background())
 	sub := &subscription{s: s, done: done.Done(), cancel: cancel, changed: make(chan struct{}, 1), watches: make(map[watch]<-chan zk.Event)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.subs == nil { // closed
+		cancel()
+		return nil, errClosed
+	}
 	s.subs[sub] = struct{}{}
 	return sub, nil
 }
