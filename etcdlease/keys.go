@@ -14,24 +14,9 @@ import (
 // escapeKey turns a lease key into one segment of an etcd key: '%' becomes
 // "%25" and '/' "%2F"; every other byte is kept, so keys without either
 // read as they are in etcdctl.
-func escapeKey(key string) string {
-	if !strings.ContainsAny(key, "%/") {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 8)
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '/':
-			b.WriteString("%2F")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+func escapeKey(key string) string { return escaper.Replace(key) }
+
+var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // unescapeKey inverts escapeKey; ok is false for a segment escapeKey never
 // returns (one with a '/' or a '%' not followed by 25 or 2F).

@@ -4,6 +4,7 @@ package etcdlease_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 
 // TestEtcdLeases: each acquisition and each queue entry has its own etcd
 // lease of the TTL rounded up to seconds; a grant from the queue moves the
-// key onto the entry's lease; Release revokes; a key deleted behind the
-// store's back is not renewed.
+// key onto the entry's lease; Release revokes; Renew keeps the key's etcd
+// lease alive, pipelined, and notices when it is gone.
 func TestEtcdLeases(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cli := newCli(t, endpoints(t))
@@ -76,11 +77,23 @@ func TestEtcdLeases(t *testing.T) {
 		t.Errorf("the waiter's entry is still there after its grant")
 	}
 
+	// Renew trusts the etcd lease of a key the store granted: the key lives
+	// as long as it. Another store reads the key first.
+	if errs := s.RenewMany(ctx, slices.Repeat([]driver.Request{b}, 1200)); errs[0] != nil || errs[1199] != nil {
+		t.Errorf("RenewMany of one lease 1200 times: %v, %v", errs[0], errs[1199])
+	}
 	if _, err := cli.Delete(ctx, prefix+"other"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Renew(ctx, b); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("Renew of a key deleted behind the store = %v, want ErrNotHeld", err)
+	if err := newStore(t, cli, prefix).Renew(ctx, b); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("another store's Renew of a key deleted behind the store = %v, want ErrNotHeld", err)
+	}
+	if _, err := cli.Revoke(ctx, idb); err != nil {
+		t.Fatal(err)
+	}
+	errs := s.RenewMany(ctx, []driver.Request{w, b, w})
+	if errs[0] != nil || !errors.Is(errs[1], lease.ErrNotHeld) || errs[2] != nil {
+		t.Errorf("RenewMany after the key's etcd lease was revoked = %v, want nil, ErrNotHeld, nil", errs)
 	}
 }
 
