@@ -19,34 +19,14 @@ func escapeKey(key string) string { return escaper.Replace(key) }
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // unescapeKey inverts escapeKey; ok is false for a segment escapeKey never
-// returns (one with a '/' or a '%' not followed by 25 or 2F).
-func unescapeKey(seg string) (string, bool) {
-	if strings.IndexByte(seg, '/') >= 0 {
-		return "", false
-	}
-	if strings.IndexByte(seg, '%') < 0 {
-		return seg, true
-	}
-	var b strings.Builder
-	b.Grow(len(seg))
-	for i := 0; i < len(seg); i++ {
-		c := seg[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		switch seg[i+1 : min(i+3, len(seg))] {
-		case "25":
-			b.WriteByte('%')
-		case "2F":
-			b.WriteByte('/')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
+// returns (one with a '/' or a '%' not followed by 25 or 2F): escaping the
+// result again would not give it back.
+func unescapeKey(seg string) (key string, ok bool) {
+	key = unescaper.Replace(seg)
+	return key, escapeKey(key) == seg
 }
+
+var unescaper = strings.NewReplacer("%25", "%", "%2F", "/")
 
 // normPrefix returns prefix ending in "/": the key segments below it are
 // then delimited from the prefix, so a store with prefix "/app" never reads

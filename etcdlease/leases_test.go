@@ -99,16 +99,27 @@ func TestEtcdLeases(t *testing.T) {
 
 // TestHandOff: a store with an open subscription that knows the queue's
 // head hands the key over in the release, with a larger fence, and announces
-// the waiter; the waiter's Acquire gets that fence.
+// the waiter; the waiter's Acquire gets that fence; the releaser's etcd lease
+// is the store's next grant.
 func TestHandOff(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	s := newStore(t, newCli(t, endpoints(t)), testPrefix())
+	cli := newCli(t, endpoints(t))
+	s := newStore(t, cli, testPrefix())
 	a := driver.Request{Key: "k", Token: randHex(16), Holder: "a", TTL: 5 * time.Second}
 	w := driver.Request{Key: "k", Token: randHex(16), Holder: "w", TTL: 5 * time.Second, Queue: true}
 	ga, err := s.Acquire(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaseOf := func(key string) int64 {
+		t.Helper()
+		resp, err := cli.Get(ctx, s.Prefix()+key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("Get %q: %v, %v", key, resp, err)
+		}
+		return resp.Kvs[0].Lease
+	}
+	ida := leaseOf("k")
 	leasetest.Queued(t, ctx, s, w, 0)
 	sub, err := s.Subscribe(ctx) // its first read sees w's entry
 	if err != nil {
@@ -127,5 +138,14 @@ func TestHandOff(t *testing.T) {
 	}
 	if g, err := s.Acquire(ctx, w); err != nil || g.Fence != info.Fence {
 		t.Errorf("w's Acquire = %+v, %v; want fence %d", g, err, info.Fence)
+	}
+	// a's etcd lease carries nothing now: the store keeps it for its next
+	// grant of the same TTL, instead of revoking it and granting another.
+	b := driver.Request{Key: "other", Token: randHex(16), Holder: "b", TTL: 5 * time.Second}
+	if _, err := s.Acquire(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if id := leaseOf("other"); id != ida {
+		t.Errorf("b's key is on etcd lease %x, want a's former lease %x", id, ida)
 	}
 }
