@@ -50,8 +50,8 @@
 // then carries the waiter's token on its entry's etcd lease, and the
 // waiter's next Acquire, through a store whose subscription saw the hand-off,
 // is one keep-alive of that lease. The releaser's etcd lease, which then
-// carries nothing, is not revoked: the store keeps it for its next grant of
-// the same TTL (a keep-alive instead of a new lease), or lets it expire.
+// carries nothing, is not revoked: the store that granted it keeps it for its
+// next grant of the same TTL (a keep-alive instead of a new lease), or lets it expire.
 //
 // Keys written by earlier versions (fences in the value, keys unescaped) are
 // not understood: do not share a prefix with them. The design is explained

@@ -353,11 +353,13 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	return errs
 }
 
-// forget drops the etcd lease remembered for r.
-func (s *Store) forget(r driver.Request) {
+// forget drops the etcd lease remembered for r, and returns it (0 if none).
+func (s *Store) forget(r driver.Request) (id int64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	id = s.leases[hold{r.Key, r.Token}]
 	delete(s.leases, hold{r.Key, r.Token})
-	s.mu.Unlock()
+	return id
 }
 
 // Release deletes the key if it carries r.Token, and r.Token's queue entry,
@@ -366,12 +368,12 @@ func (s *Store) forget(r driver.Request) {
 // queue, the transaction hands the key over instead, if it still carries
 // r.Token and that entry is unchanged: the key then carries the waiter's
 // token and holder, on the etcd lease of its entry, which is deleted; the
-// releaser's etcd lease then carries nothing, and instead of revoking it the
-// store keeps it as its spare of that TTL (one per TTL), which its next grant
+// releaser's etcd lease then carries nothing, and if this store granted it,
+// instead of revoking it the store keeps it as its spare of that TTL (one per TTL), which its next grant
 // of that TTL keeps alive instead of granting a new lease: a hand-off then
 // costs two Raft writes fewer (the revoke, and the releaser's next grant).
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	s.forget(r)
+	mine := s.forget(r)
 	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
 	leave := clientv3.OpDelete(ek, clientv3.WithPrevKV())
 	release := clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV()), leave}, []clientv3.Op{leave})
@@ -397,7 +399,9 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 			for _, op := range in.Responses {
 				kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 			}
-		} else if kv := op.GetResponsePut().GetPrevKv(); kv != nil {
+		} else if kv := op.GetResponsePut().GetPrevKv(); kv != nil && kv.Lease != mine {
+			kvs = append(kvs, kv) // a lease this store did not grant: revoke it
+		} else if kv != nil {
 			s.mu.Lock() // handed over: the key's etcd lease carries nothing, keep it for grant
 			kv.Lease, s.spare[seconds(r.TTL)] = s.spare[seconds(r.TTL)], kv.Lease
 			s.mu.Unlock()
