@@ -341,7 +341,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	ttls, err := s.keepAlives(ctx, ids)
 	for i, r := range rs {
 		if ttl, ok := ttls[of[i]]; errs[i] == nil && !ok {
-			errs[i] = err
+			errs[i] = cmp.Or(err, errors.New("no keep-alive answer"))
 		} else if errs[i] == nil && ttl <= 0 {
 			errs[i] = errExpired
 			s.forget(r)
