@@ -52,14 +52,24 @@ func countStore(st driver.Store) (driver.Store, *countingStore) {
 	return c, c
 }
 
-// wire counts requests sent on the wire by a store's client. On Redis it
+// wire counts round trips and messages sent on the wire by a store's
+// client: n counts round trips (a pipeline once), msgs every request in
+// them (a Redis command, a PostgreSQL statement, a gRPC unary call or stream
+// message, a ZooKeeper write). On Redis it
 // also records the names of the commands the client sends itself (a
 // transaction's as MULTI and EXEC), so that the server's per-command times
 // can be summed without counting the commands scripts and transactions run
 // twice (see redisCost).
 type wire struct {
-	n     atomic.Int64
-	names sync.Map // lower-case Redis command name -> struct{}
+	n     atomic.Int64 // round trips
+	msgs  atomic.Int64 // requests, each message of a pipeline
+	names sync.Map     // lower-case Redis command name -> struct{}
+}
+
+// add counts one round trip carrying msgs requests.
+func (w *wire) add(msgs int) {
+	w.n.Add(1)
+	w.msgs.Add(int64(msgs))
 }
 
 func (w *wire) sent(name string) { w.names.LoadOrStore(name, struct{}{}) }
@@ -105,14 +115,14 @@ type redisHook struct{ w *wire }
 func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.w.n.Add(1)
+		h.w.add(1)
 		h.w.sent(strings.ToLower(cmd.Name()))
 		return next(ctx, cmd)
 	}
 }
 func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.w.n.Add(1)
+		h.w.add(len(cmds))
 		if len(cmds) > 0 && strings.EqualFold(cmds[0].Name(), "multi") {
 			h.w.sent("multi") // the queued commands run inside EXEC
 			h.w.sent("exec")
@@ -129,15 +139,20 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 type pgCounter struct{ w *wire }
 
 func (p *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	p.w.n.Add(1)
+	p.w.add(1)
 	return ctx
 }
 func (p *pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// grpcCounting counts unary calls and messages sent on streams.
+// grpcCounting counts a round trip per unary call and, on a stream, per
+// message sent while none of the stream's earlier messages awaits an answer:
+// messages sent behind it before it is answered are pipelined on the same
+// round trip (as a Redis pipeline counts once). Every message counts in
+// msgs. An answer is any message received; a stream whose server sends
+// several messages per request (a watch) just has none awaiting.
 func grpcCounting(w *wire) []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		w.n.Add(1)
+		w.add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -145,19 +160,30 @@ func grpcCounting(w *wire) []grpc.DialOption {
 		if err != nil {
 			return nil, err
 		}
-		return countingStream{s, w}, nil
+		return countingStream{s, w, new(atomic.Int64)}, nil
 	}
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
 
 type countingStream struct {
 	grpc.ClientStream
-	w *wire
+	w       *wire
+	waiting *atomic.Int64 // messages sent and not yet answered
 }
 
 func (s countingStream) SendMsg(m any) error {
-	s.w.n.Add(1)
+	s.w.msgs.Add(1)
+	if s.waiting.Add(1) == 1 {
+		s.w.n.Add(1)
+	}
 	return s.ClientStream.SendMsg(m)
+}
+
+func (s countingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	for n := s.waiting.Load(); err == nil && n > 0 && !s.waiting.CompareAndSwap(n, n-1); n = s.waiting.Load() {
+	}
+	return err
 }
 
 // zkDialer counts Write calls on ZooKeeper connections (the library writes
@@ -178,6 +204,6 @@ type countingConn struct {
 }
 
 func (c countingConn) Write(b []byte) (int, error) {
-	c.w.n.Add(1)
+	c.w.add(1)
 	return c.Conn.Write(b)
 }

@@ -181,7 +181,7 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 	}
 	reading0 := make(chan serverReading, 1)
 	lost0 := lost.Load()
-	w0, renews0, batches0, size0 := w.n.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
+	w0, msgs0, renews0, batches0, size0 := w.n.Load(), w.msgs.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
 	if server != nil {
 		go func() {
 			n, note, err := server(ctx)
@@ -202,7 +202,7 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 	el := time.Since(t0)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	stopProf()
-	w1, renews1, batches1, size1 := w.n.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
+	w1, msgs1, renews1, batches1, size1 := w.n.Load(), w.msgs.Load(), cnt.renews.Load(), cnt.batches.Load(), cnt.batchSize.Load()
 	var s0, s1 int64
 	var serverNote string
 	var serverErr error
@@ -238,7 +238,8 @@ func heartbeatMeasure(env *Env, store string, n int, dur time.Duration, redisAdd
 		counters["round_trip_source"] = "store calls (no network)"
 	} else {
 		r.RoundTripsPerInterval = f64(float64(w1-w0) / intervals)
-		counters["round_trip_source"] = "client wire requests (go-redis hook / pgx tracer / gRPC interceptor / ZooKeeper writes)"
+		counters["wire_messages_per_interval"] = float64(msgs1-msgs0) / intervals
+		counters["round_trip_source"] = "client wire round trips, a pipeline once (go-redis hook / pgx tracer / gRPC interceptors / ZooKeeper writes)"
 	}
 	if server != nil {
 		if serverErr != nil {

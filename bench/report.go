@@ -349,7 +349,7 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 	w("\n## 2. Contention and fairness: %d workers, one key, %s ms hold\n\n", m.Plan.Workers, f1(ms(m.Plan.Hold)))
 	w("Each worker has its own connection/session/client; it acquires (waiting with the system's own strategy), holds %s ms, releases and queues again at once, for %.0f s in all: the systems run interleaved in rounds of 4 s, each round starting with the next system (all set up first and kept connected, each after an unmeasured warm-up phase of %.1f s that opens what a system opens lazily: connections, leasekit's release subscription), so that load changes on the shared machine hit them alike. ", f1(ms(m.Plan.Hold)), m.Plan.ContDur.Seconds(), contentionWarmUp.Seconds())
 	w("*Hand-off* is the time from a release (just before the release call) to the next acquisition **by a different worker**; *re-take* is the share of acquisitions that went back to the worker that had just released; *wait* is each acquire call's duration, including the waits still running when a round ended (lower bounds, so that starved workers show; a wait is therefore at most one round, 4 s, long). ")
-	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50), with the hold as slept (the mean measured hold, which the kernel's timer slack makes a little longer than asked). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. The hold is a nanosleep(2) of the worker's thread, and *hold as slept* is its mean, measured from the acquisition to the release call. A `time.Sleep` would not hold for the same time with every system: when the Go runtime has nothing else to run it waits for the timer in the network poller, in whole milliseconds counted from the poller's last wake, so a 1 ms sleep lasts 1 to 2 ms, the longer the more the system under test sends during the hold (2026-12-01, 16 workers on ZooKeeper with `time.Sleep`: 1.42 ms for zk-lock, 1.81 ms for leasekit, whose next waiter lists the nodes during the hold). `-sleep-hold` holds with `time.Sleep`, as the issue's first measurement did; acq/s is about 1 / (hold as slept + mean hand-off). TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
+	w("The FIFO ideal wait is (N−1)×(hold + hand-off p50), with the hold as slept (the mean measured hold, which the kernel's timer slack makes a little longer than asked). *Requests / acq* counts every request the workers' clients sent (go-redis hook: a pipeline counts once; pgx tracer; gRPC unary calls and stream messages, a pipeline of messages on a stream once as in §4; ZooKeeper socket writes, pings included) per acquisition: failed attempts, releases and keepalives included. The hold is a nanosleep(2) of the worker's thread, and *hold as slept* is its mean, measured from the acquisition to the release call. A `time.Sleep` would not hold for the same time with every system: when the Go runtime has nothing else to run it waits for the timer in the network poller, in whole milliseconds counted from the poller's last wake, so a 1 ms sleep lasts 1 to 2 ms, the longer the more the system under test sends during the hold (2026-12-01, 16 workers on ZooKeeper with `time.Sleep`: 1.42 ms for zk-lock, 1.81 ms for leasekit, whose next waiter lists the nodes during the hold). `-sleep-hold` holds with `time.Sleep`, as the issue's first measurement did; acq/s is about 1 / (hold as slept + mean hand-off). TTL 5 s (etcd: 5 s; ZooKeeper session timeout 5 s).\n\n")
 	if m.Plan.SleepHold {
 		w("**This run held with `time.Sleep` (`-sleep-hold`), not nanosleep.**\n\n")
 	}
@@ -439,9 +439,9 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 
 	// 4. heartbeat
 	w("\n## 4. Heartbeat cost: many leases held by one client\n\n")
-	w("One `lease.Client` in its own process acquires the leases (32 goroutines, TryAcquire), waits 1.5 renew intervals for the renewals to converge, then measures for %.0f s, a whole number of renew intervals from half an interval after a renewal round, so that the window's edges fall between rounds and each round is counted once. TTL 6 s, renew interval 2 s. *Round trips* are requests on the client's wire (go-redis hook: a pipeline counts once; pgx tracer: statements; gRPC interceptor: unary calls and stream messages; ZooKeeper: writes on the socket, pings included); for the file store, store calls (no network). *Server* is the server's own counter for the same window. *Memory per lease* is the Go heap plus the goroutine stacks (`HeapAlloc + StackInuse`) after GC with the leases held (least of three readings over a second) minus before, divided by the number of leases (client and store state; a goroutine per lease would show here as at least 2 KiB of stack). CPU is the child process's user+system time over the window, in %% of one core. PostgreSQL advisory mode holds at most %d leases here: each session-level lock takes a slot of the server's shared lock table (max_locks_per_transaction × max_connections, 6,400 by default).\n\n", m.Plan.HBDur.Seconds(), advisoryHBLeases)
+	w("One `lease.Client` in its own process acquires the leases (32 goroutines, TryAcquire), waits 1.5 renew intervals for the renewals to converge, then measures for %.0f s, a whole number of renew intervals from half an interval after a renewal round, so that the window's edges fall between rounds and each round is counted once. TTL 6 s, renew interval 2 s. *Round trips* are counted on the client's wire, a pipeline once (go-redis hook: a command or a pipeline; pgx tracer: statements; gRPC interceptors: a unary call, or on a stream a message sent while none of that stream's earlier messages awaits its answer, so that messages sent behind it before it is answered count with it; ZooKeeper: writes on the socket, pings included); for the file store, store calls (no network). *Messages* counts every request in them (each command of a pipeline, each gRPC message). *Server* is the server's own counter for the same window: it counts the work per lease (etcd: every keep-alive message received), however the client packs it. *Memory per lease* is the Go heap plus the goroutine stacks (`HeapAlloc + StackInuse`) after GC with the leases held (least of three readings over a second) minus before, divided by the number of leases (client and store state; a goroutine per lease would show here as at least 2 KiB of stack). CPU is the child process's user+system time over the window, in %% of one core. PostgreSQL advisory mode holds at most %d leases here: each session-level lock takes a slot of the server's shared lock table (max_locks_per_transaction × max_connections, 6,400 by default).\n\n", m.Plan.HBDur.Seconds(), advisoryHBLeases)
 	var sources []string
-	w("| store | leases | round trips / interval | store calls / interval | server counter / interval | memory per lease | client CPU | leases lost | acquire time |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| store | leases | round trips / interval | messages / interval | store calls / interval | server counter / interval | memory per lease | client CPU | leases lost | acquire time |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.Scenario != "heartbeat" || r.Skipped != "" {
 			continue
@@ -460,8 +460,8 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		if s, ok := c["server_error"].(string); ok {
 			server = "error: " + s
 		}
-		w("| %s | %d | %s | %s | %s | %s B | %s%% | %s | %s s |\n", r.Store, r.Leases, fp(r.RoundTripsPerInterval),
-			num("store_calls_per_interval"), server, fp(r.BytesPerLease), fp(r.CPUPercent), num("lost_total"), num("acquire_s"))
+		w("| %s | %d | %s | %s | %s | %s | %s B | %s%% | %s | %s s |\n", r.Store, r.Leases, fp(r.RoundTripsPerInterval),
+			num("wire_messages_per_interval"), num("store_calls_per_interval"), server, fp(r.BytesPerLease), fp(r.CPUPercent), num("lost_total"), num("acquire_s"))
 	}
 
 	if len(sources) > 0 {
@@ -527,9 +527,10 @@ const reportNotes = `## Reading the results
   its predecessor goes, a ` + "`Moved`" + ` announcement), so the release's watch event alone grants it the
   key. That costs more requests than zk.Lock (see requests / acq), off the hand-off's path. On etcd the release
   itself hands the key over: its one transaction puts the key for the waiter first in the queue (known
-  from the releaser's subscription), with the fence plus one, on the etcd lease of that waiter's queue
-  entry, and the waiter's store grants it from the watch event with no request at all; the waiter was
-  queued by its refused attempt's own transaction, on an etcd lease left over from an earlier entry.
+  from the releaser's subscription), with a new fence (the transaction's revision), on the etcd lease
+  of that waiter's queue entry, and the waiter's store grants it from the watch event with one keep-alive
+  of that lease (the key's TTL must run from no earlier than the waiter's Acquire) and no read; the waiter
+  was queued by its refused attempt's own transaction, on an etcd lease granted just before it.
   One write per hand-off and no read (etcd Mutex: its delete, then the next holder's read), and
   about 2 requests per acquisition in all (see requests / acq). On Redis the release script hands
   the key over likewise, to the first live waiter whose queue entry names its TTL, holder and store,
@@ -557,8 +558,9 @@ const reportNotes = `## Reading the results
   boundaries (tickTime 500 ms here): that granularity is the store's, for leasekit and the peers alike.
 - **Heartbeat round trips.** A batching store renews all due leases in one RenewMany call per interval;
   the wire requests that call costs are the store's: Redis one pipeline, PostgreSQL one statement, etcd one
-  keep-alive of the store's shared etcd lease (a watch on the prefix tells the store which keys changed,
-  so it reads no key while the watch is current), ZooKeeper multis packed to its 1 MiB packet limit.
+  pipeline of keep-alives, one per lease's etcd lease, on one LeaseKeepAlive stream (at most 512 awaiting
+  their answers: more would fill HTTP/2's 64 KiB flow-control window while the store, which starts no
+  goroutine, is still sending; the server counter shows its work per lease), ZooKeeper multis packed to its 1 MiB packet limit.
   **ZooKeeper's floor is 2 multis for 10,000 leases**: leasekit expires a holder's node a TTL after its
   last write (a live session alone never expires a holder that stopped renewing), so every node is written
   each round; one renewal in a multi is 21 + len(path) + len(data) bytes (about 194 B here), 10,000 of

@@ -20,8 +20,14 @@
 // identity. Each acquisition grants its own etcd lease with the request's
 // TTL (rounded up to whole seconds; a server whose minimum lease TTL is
 // longer makes Acquire fail with lease.ErrInvalid) and attaches the key to
-// it: etcd deletes the key when the holder stops renewing. Renew keeps that
-// lease alive, Release revokes it. The fence is the revision that last put
+// it, and nothing else: etcd deletes the key when the holder stops renewing.
+// Release revokes the lease. Renew keeps it alive without reading the key
+// (the store remembers the lease of each key it granted; a token it did not
+// grant is checked with one read), and [Store.RenewMany] pipelines the
+// keep-alives of many leases on one stream: one round trip per renewal
+// round. So a key deleted behind the store's back is still renewed until its
+// holder stops: to take a lease away by hand, revoke its etcd lease
+// (etcdctl lease revoke), which deletes the key. The fence is the revision that last put
 // the key (its creation, or a hand-off): etcd's revision is cluster-wide,
 // strictly increasing and durable, so fences hold across leader changes and
 // restarts.
@@ -43,7 +49,9 @@
 // still carrying the releaser's token and the entry being unchanged: the key
 // then carries the waiter's token on its entry's etcd lease, and the
 // waiter's next Acquire, through a store whose subscription saw the hand-off,
-// is one keep-alive of that lease.
+// is one keep-alive of that lease. The releaser's etcd lease, which then
+// carries nothing, is not revoked: the store that granted it keeps it for its
+// next grant of the same TTL (a keep-alive instead of a new lease), or lets it expire.
 //
 // Keys written by earlier versions (fences in the value, keys unescaped) are
 // not understood: do not share a prefix with them. The design is explained

@@ -14,54 +14,19 @@ import (
 // escapeKey turns a lease key into one segment of an etcd key: '%' becomes
 // "%25" and '/' "%2F"; every other byte is kept, so keys without either
 // read as they are in etcdctl.
-func escapeKey(key string) string {
-	if !strings.ContainsAny(key, "%/") {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 8)
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '/':
-			b.WriteString("%2F")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+func escapeKey(key string) string { return escaper.Replace(key) }
+
+var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // unescapeKey inverts escapeKey; ok is false for a segment escapeKey never
-// returns (one with a '/' or a '%' not followed by 25 or 2F).
-func unescapeKey(seg string) (string, bool) {
-	if strings.IndexByte(seg, '/') >= 0 {
-		return "", false
-	}
-	if strings.IndexByte(seg, '%') < 0 {
-		return seg, true
-	}
-	var b strings.Builder
-	b.Grow(len(seg))
-	for i := 0; i < len(seg); i++ {
-		c := seg[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		switch seg[i+1 : min(i+3, len(seg))] {
-		case "25":
-			b.WriteByte('%')
-		case "2F":
-			b.WriteByte('/')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
+// returns (one with a '/' or a '%' not followed by 25 or 2F): escaping the
+// result again would not give it back.
+func unescapeKey(seg string) (key string, ok bool) {
+	key = unescaper.Replace(seg)
+	return key, escapeKey(key) == seg
 }
+
+var unescaper = strings.NewReplacer("%25", "%", "%2F", "/")
 
 // normPrefix returns prefix ending in "/": the key segments below it are
 // then delimited from the prefix, so a store with prefix "/app" never reads

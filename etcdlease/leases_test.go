@@ -4,6 +4,7 @@ package etcdlease_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 
 // TestEtcdLeases: each acquisition and each queue entry has its own etcd
 // lease of the TTL rounded up to seconds; a grant from the queue moves the
-// key onto the entry's lease; Release revokes; a key deleted behind the
-// store's back is not renewed.
+// key onto the entry's lease; Release revokes; Renew keeps the key's etcd
+// lease alive, pipelined, and notices when it is gone.
 func TestEtcdLeases(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cli := newCli(t, endpoints(t))
@@ -76,26 +77,49 @@ func TestEtcdLeases(t *testing.T) {
 		t.Errorf("the waiter's entry is still there after its grant")
 	}
 
+	// Renew trusts the etcd lease of a key the store granted: the key lives
+	// as long as it. Another store reads the key first.
+	if errs := s.RenewMany(ctx, slices.Repeat([]driver.Request{b}, 1200)); errs[0] != nil || errs[1199] != nil {
+		t.Errorf("RenewMany of one lease 1200 times: %v, %v", errs[0], errs[1199])
+	}
 	if _, err := cli.Delete(ctx, prefix+"other"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Renew(ctx, b); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("Renew of a key deleted behind the store = %v, want ErrNotHeld", err)
+	if err := newStore(t, cli, prefix).Renew(ctx, b); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("another store's Renew of a key deleted behind the store = %v, want ErrNotHeld", err)
+	}
+	if _, err := cli.Revoke(ctx, idb); err != nil {
+		t.Fatal(err)
+	}
+	errs := s.RenewMany(ctx, []driver.Request{w, b, w})
+	if errs[0] != nil || !errors.Is(errs[1], lease.ErrNotHeld) || errs[2] != nil {
+		t.Errorf("RenewMany after the key's etcd lease was revoked = %v, want nil, ErrNotHeld, nil", errs)
 	}
 }
 
 // TestHandOff: a store with an open subscription that knows the queue's
 // head hands the key over in the release, with a larger fence, and announces
-// the waiter; the waiter's Acquire gets that fence.
+// the waiter; the waiter's Acquire gets that fence; the releaser's etcd lease
+// is the store's next grant.
 func TestHandOff(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	s := newStore(t, newCli(t, endpoints(t)), testPrefix())
+	cli := newCli(t, endpoints(t))
+	s := newStore(t, cli, testPrefix())
 	a := driver.Request{Key: "k", Token: randHex(16), Holder: "a", TTL: 5 * time.Second}
 	w := driver.Request{Key: "k", Token: randHex(16), Holder: "w", TTL: 5 * time.Second, Queue: true}
 	ga, err := s.Acquire(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaseOf := func(key string) int64 {
+		t.Helper()
+		resp, err := cli.Get(ctx, s.Prefix()+key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("Get %q: %v, %v", key, resp, err)
+		}
+		return resp.Kvs[0].Lease
+	}
+	ida := leaseOf("k")
 	leasetest.Queued(t, ctx, s, w, 0)
 	sub, err := s.Subscribe(ctx) // its first read sees w's entry
 	if err != nil {
@@ -114,5 +138,14 @@ func TestHandOff(t *testing.T) {
 	}
 	if g, err := s.Acquire(ctx, w); err != nil || g.Fence != info.Fence {
 		t.Errorf("w's Acquire = %+v, %v; want fence %d", g, err, info.Fence)
+	}
+	// a's etcd lease carries nothing now: the store keeps it for its next
+	// grant of the same TTL, instead of revoking it and granting another.
+	b := driver.Request{Key: "other", Token: randHex(16), Holder: "b", TTL: 5 * time.Second}
+	if _, err := s.Acquire(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if id := leaseOf("other"); id != ida {
+		t.Errorf("b's key is on etcd lease %x, want a's former lease %x", id, ida)
 	}
 }
