@@ -49,7 +49,8 @@
 // still carrying the releaser's token and the entry being unchanged: the key
 // then carries the waiter's token on its entry's etcd lease, and the
 // waiter's next Acquire, through a store whose subscription saw the hand-off,
-// is one keep-alive of that lease. The releaser's etcd lease, which then
+// sends nothing: the TTL runs from the keep-alive of its last refused attempt
+// (driver.Grant.FromQueue). The releaser's etcd lease, which then
 // carries nothing, is not revoked: the store that granted it keeps it for its
 // next grant of the same TTL (a keep-alive instead of a new lease), or lets it expire.
 //

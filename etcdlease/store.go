@@ -146,8 +146,10 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 
 // acquire returns the grant and the etcd lease of the key.
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, int64, error) {
-	if h, ok := s.handed(r.Key, r.Token); ok && s.keepAlive(ctx, h.lease) == nil {
-		return driver.Grant{Fence: uint64(h.rev)}, h.lease, nil
+	if h, ok := s.handed(r.Key, r.Token); ok {
+		// The key is on r.Token's entry lease, kept alive by its last
+		// refused attempt: the TTL runs from then.
+		return driver.Grant{Fence: uint64(h.rev), FromQueue: true}, h.lease, nil
 	}
 	st, err := s.read(ctx, r)
 	if err != nil {
@@ -172,8 +174,8 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 			clientv3.Compare(clientv3.CreateRevision(ek), "=", st.own.CreateRevision),
 			clientv3.Compare(clientv3.CreateRevision(s.queuePrefix(r.Key)), ">", st.own.CreateRevision-1).WithPrefix(),
 		).Then(put(st.own.Lease), clientv3.OpDelete(ek)).Commit()
-		if err == nil && !resp.Succeeded {
-			err = held(r.Key, st) // the read is stale: the Client looks again
+		if err == nil && !resp.Succeeded { // the read is stale: the Client looks again
+			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), held(r.Key, st))
 		} else if err == nil {
 			// The key lives a TTL from this keep-alive, which is after the
 			// call began; if the lease expired since the transaction, so did
