@@ -72,13 +72,18 @@ type base struct {
 	maxTTL               time.Duration
 }
 
-func newBase(pool *pgxpool.Pool, n names) (base, error) {
+// newBase returns the base of a store whose lease in row c is live when
+// live(i) is true, $i being the first of the key's lockArgs.
+func newBase(pool *pgxpool.Pool, n names, live func(i int) string) (base, error) {
 	if pool == nil {
 		return base{}, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
 	}
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters))
-	return base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}, nil
+	b := base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
+	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
+	return b, nil
 }
 
 // Namespace returns the store's namespace.
@@ -191,13 +196,18 @@ wk AS (
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $3) AND NOT GRANTED AND FREE
 )`
 
-// releaseAfter is the queue's part of a release ($1 ns, $2 key, $3 token,
-// $4 channel), after the CTE that releases (RELEASED): it takes $3 out of
-// the queue, sweeps up to 8 expired entries of the namespace, and announces
-// the key, naming the head of its queue, if it was released or if a waiter
-// left the queue of a FREE key. The release commits without waiting for the
-// WAL: one lost in a crash leaves the lease held until its TTL.
-const releaseAfter = `d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
+// releaseSQL frees the row of $1 ns, $2 key if $3 holds it and the lease is
+// OWNED by the caller to free, keeping the fence; it takes $3 out of the
+// queue, sweeps up to 8 expired entries of the namespace, and announces on
+// $4 the key, naming the head of its queue, if it was released or if a
+// waiter left the queue of a FREE key. The release commits without waiting
+// for the WAL: one lost in a crash leaves the lease held until its TTL.
+const releaseSQL = `WITH r AS (
+	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND OWNED
+	RETURNING 1
+),
+d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
 gc AS (
 	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1
 		AND expires_at <= clock_timestamp() AND RELEASED IS NOT NULL LIMIT 8 FOR UPDATE SKIP LOCKED)
@@ -209,6 +219,11 @@ n AS (
 	WHERE RELEASED OR (EXISTS (SELECT 1 FROM d) AND FREE)
 )
 SELECT RELEASED, (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
+
+// release is releaseSQL for a store: see there for owned and free.
+func (b *base) release(owned, free string) string {
+	return b.sql(fill(releaseSQL, "OWNED", owned, "FREE", free, "RELEASED", "EXISTS (SELECT 1 FROM r)"))
+}
 
 // remaining is the microseconds left before c.expires_at, by the server's clock.
 const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
@@ -297,24 +312,13 @@ func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Req
 	return fences, pid, err
 }
 
-// renewErr is Renew's error for a request renewed with fence (0: not held).
-func renewErr(key string, fence int64, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("pglease: renew %q: %w", key, err)
-	case fence == 0:
-		return fmt.Errorf("pglease: renew %q: %w", key, lease.ErrNotHeld)
+// opErr is op's error on key: err, or lease.ErrNotHeld if !held.
+func opErr(op, key string, held bool, err error) error {
+	if err == nil && !held {
+		err = lease.ErrNotHeld
 	}
-	return nil
-}
-
-// releaseErr is Release's error.
-func releaseErr(key string, released bool, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("pglease: release %q: %w", key, err)
-	case !released:
-		return fmt.Errorf("pglease: release %q: %w", key, lease.ErrNotHeld)
+	if err != nil {
+		return fmt.Errorf("pglease: %s %q: %w", op, key, err)
 	}
 	return nil
 }
