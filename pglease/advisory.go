@@ -100,7 +100,7 @@ const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT co
 		ELSE pg_advisory_unlock($7, x.obj) END) < $8
 	THEN $5::int8::text ELSE '0' END, false)`
 
-func newAdvisory(pool *pgxpool.Pool, n names) (*AdvisoryStore, error) {
+func newAdvisory(pool *pgxpool.Pool, n config) (*AdvisoryStore, error) {
 	b, err := newBase(pool, n, advisoryLive)
 	if err != nil {
 		return nil, err
@@ -308,10 +308,7 @@ func (s *AdvisoryStore) park(conn *pgx.Conn) {
 func (s *AdvisoryStore) exec(ctx context.Context, sess *session, fn func(ctx context.Context) (int32, error)) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	s.mu.Lock()
-	live := s.sessions[sess.ttlMs] == sess
-	s.mu.Unlock()
-	if !live {
+	if sess.conn.IsClosed() {
 		return errors.New("pglease: the advisory-lock session ended")
 	}
 	sctx := context.WithoutCancel(ctx)

@@ -39,12 +39,14 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
+// config is a store's options and the names derived from them.
 type config struct {
-	table      string
-	mode       Mode
-	ns         string
-	maxIdle    int
-	maxWaiters int
+	mode                   Mode
+	ns, name               string // name: the table as given
+	table, queue, index    string // quoted
+	indexName, channelName string // unquoted
+	classID                int32  // the namespace half of advisory lock keys
+	maxWaiters, maxIdle    int
 }
 
 // Option configures a store.
@@ -53,7 +55,7 @@ type Option func(*config)
 // WithTable sets the lease table (default [DefaultTable]): a name of at most
 // 63 bytes, optionally schema-qualified as "schema.table". It is quoted as
 // an identifier, so it is case-sensitive and may not contain a NUL byte.
-func WithTable(name string) Option { return func(c *config) { c.table = name } }
+func WithTable(name string) Option { return func(c *config) { c.name = name } }
 
 // WithMode selects the store New returns (default ModeTable).
 func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
@@ -72,24 +74,14 @@ func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
 // 1..[driver.MaxMaxWaiters].
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// names is what a store derives from its options.
-type names struct {
-	ns                     string
-	table, queue, index    string // quoted
-	indexName, channelName string // unquoted
-	classID                int32  // the namespace half of advisory lock keys
-	maxWaiters             int
-	maxIdle                int
-}
-
-func newNames(opts []Option) (names, Mode, error) {
-	c := config{table: DefaultTable, maxIdle: 4, maxWaiters: driver.DefaultMaxWaiters}
+func newConfig(opts []Option) (config, error) {
+	c := config{name: DefaultTable, maxIdle: 4, maxWaiters: driver.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	ident, err := parseTable(c.table)
+	ident, err := parseTable(c.name)
 	switch {
 	case err != nil:
 	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
@@ -98,20 +90,17 @@ func newNames(opts []Option) (names, Mode, error) {
 		err = lease.Invalid("mode", "unknown mode %d", int(c.mode))
 	}
 	if err != nil {
-		return names{}, 0, fmt.Errorf("pglease: %w", err)
+		return config{}, fmt.Errorf("pglease: %w", err)
 	}
 	base := ident[len(ident)-1]
 	queue := append(pgx.Identifier{}, ident...)
 	queue[len(queue)-1] = derivedName(base, "_queue")
-	indexName := derivedName(base, "_queue_expiry")
+	c.indexName = derivedName(base, "_queue_expiry")
 	whole := strings.Join(ident, ".") + "\x00" + c.ns
 	sum := sha256.Sum256([]byte(whole))
-	return names{
-		ns: c.ns, table: ident.Sanitize(), queue: queue.Sanitize(),
-		index: pgx.Identifier{indexName}.Sanitize(), indexName: indexName,
-		channelName: "leasekit_" + hex.EncodeToString(sum[:12]),
-		classID:     hash32(whole), maxWaiters: c.maxWaiters, maxIdle: c.maxIdle,
-	}, c.mode, nil
+	c.table, c.queue, c.index = ident.Sanitize(), queue.Sanitize(), pgx.Identifier{c.indexName}.Sanitize()
+	c.channelName, c.classID = "leasekit_"+hex.EncodeToString(sum[:12]), hash32(whole)
+	return c, nil
 }
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are truncated.

@@ -45,11 +45,11 @@ type Store interface {
 // New returns a [TableStore], or an [AdvisoryStore] WithMode(ModeAdvisory).
 // New does not touch the database: call Migrate once.
 func New(pool *pgxpool.Pool, opts ...Option) (Store, error) {
-	n, mode, err := newNames(opts)
+	n, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	if mode == ModeAdvisory {
+	if n.mode == ModeAdvisory {
 		return newAdvisory(pool, n)
 	}
 	return newTable(pool, n)
@@ -64,7 +64,7 @@ type LeaseRef interface {
 
 // base is the connection code both stores share.
 type base struct {
-	names
+	config
 	pool                 *pgxpool.Pool
 	sql                  func(string) string // fills in the table names (T, Q) and the queue cap
 	inspectSQL, fenceSQL string              // $1 ns, $2 key (, $3 token), then lockArgs
@@ -74,13 +74,13 @@ type base struct {
 
 // newBase returns the base of a store whose lease in row c is live when
 // live(i) is true, $i being the first of the key's lockArgs.
-func newBase(pool *pgxpool.Pool, n names, live func(i int) string) (base, error) {
+func newBase(pool *pgxpool.Pool, n config, live func(i int) string) (base, error) {
 	if pool == nil {
 		return base{}, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
 	}
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters))
-	b := base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
+	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
 	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
 	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
 	return b, nil
@@ -124,38 +124,25 @@ WHERE i.indrelid = $1::regclass AND c.relname = $2)`
 // each if missing. It is idempotent and safe to run concurrently; on a
 // migrated database it only reads the catalog.
 func (b *base) Migrate(ctx context.Context) error {
-	if err := b.migrate(ctx); err != nil {
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's
+		// unique indexes: serialise migrations of the same table ("lkmg").
+		var indexed bool
+		batch := &pgx.Batch{}
+		batch.Queue("SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table))
+		batch.Queue(b.sql(schemaSQL))
+		batch.Queue(b.sql(queueSchemaSQL))
+		batch.Queue(queueIndexedSQL, b.queue, b.indexName).QueryRow(func(row pgx.Row) error { return row.Scan(&indexed) })
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil || indexed {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", b.table, err)
 	}
 	return nil
-}
-
-func (b *base) migrate(ctx context.Context) error {
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's unique
-	// indexes: serialise migrations of the same table ("lkmg").
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table)); err != nil {
-		return err
-	}
-	for _, stmt := range []string{schemaSQL, queueSchemaSQL} {
-		if _, err := tx.Exec(ctx, b.sql(stmt)); err != nil {
-			return err
-		}
-	}
-	var indexed bool
-	if err := tx.QueryRow(ctx, queueIndexedSQL, b.queue, b.indexName).Scan(&indexed); err != nil {
-		return err
-	}
-	if !indexed {
-		if _, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`)); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
 }
 
 // Acquire statements of both stores: $1 ns, $2 key, $3 token, $4 holder,
@@ -334,12 +321,10 @@ func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	case err != nil:
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
 	}
-	info.Fence = uint64(fence)
-	if info.Held {
-		info.Remaining = time.Duration(us) * time.Microsecond
-	} else {
-		info.Holder = ""
+	if !info.Held {
+		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}
+	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
 	return info, nil
 }
 
@@ -426,11 +411,10 @@ func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	default:
 		return driver.Announcement{}, fmt.Errorf("pglease: subscription: %w", err)
 	}
-	next, key, ok := strings.Cut(n.Payload, "\n")
-	if !ok {
-		return driver.Announcement{Key: n.Payload}, nil
+	if next, key, ok := strings.Cut(n.Payload, "\n"); ok {
+		return driver.Announcement{Key: key, Next: next}, nil
 	}
-	return driver.Announcement{Key: key, Next: next}, nil
+	return driver.Announcement{Key: n.Payload}, nil
 }
 
 // Close ends the subscription, unblocks Next and closes the connection.

@@ -45,7 +45,7 @@ SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''
 	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
 FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
 
-func newTable(pool *pgxpool.Pool, n names) (*TableStore, error) {
+func newTable(pool *pgxpool.Pool, n config) (*TableStore, error) {
 	b, err := newBase(pool, n, func(int) string { return rowLive })
 	if err != nil {
 		return nil, err
