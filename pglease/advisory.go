@@ -100,11 +100,8 @@ const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT co
 		ELSE pg_advisory_unlock($7, x.obj) END) < $8
 	THEN $5::int8::text ELSE '0' END, false)`
 
-func newAdvisory(pool *pgxpool.Pool, n config) (*AdvisoryStore, error) {
-	b, err := newBase(pool, n, advisoryLive)
-	if err != nil {
-		return nil, err
-	}
+func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
+	b := newBase(pool, c, advisoryLive)
 	b.maxTTL = MaxAdvisoryTTL
 	b.lockArgs = func(key string) []any { return []any{b.classID, hash32(key)} }
 	queue := fill(queueAfter, "GRANTED", "((SELECT ok FROM l) OR (SELECT ours FROM o))", "FREE", "NOT "+lockHeld(8, "true"))
@@ -118,7 +115,7 @@ func newAdvisory(pool *pgxpool.Pool, n config) (*AdvisoryStore, error) {
 	set_config('idle_session_timeout', CASE WHEN $8::int > 0 THEN $7::int8::text ELSE '0' END, false), pg_backend_pid()`,
 		leaveSQL: b.release(advisoryLive(5), "NOT "+lockHeld(5, "true")),
 		sessions: make(map[int64]*session),
-	}, nil
+	}
 }
 
 // Acquire takes r.Key's lock on the session of r.TTL (see driver.Store); a
@@ -127,8 +124,7 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 	var a acquired
 	sess, err := s.join(ctx, int64((r.TTL+time.Millisecond-1)/time.Millisecond))
 	if err == nil {
-		defer s.done(sess, 1)
-		err = s.exec(ctx, sess, func(ctx context.Context) (int32, error) {
+		err = s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
 			_, mine := sess.held[r.Key]
 			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, !mine)
 			if err == nil && a.ok {
@@ -139,10 +135,7 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 			return a.pid, err
 		})
 	}
-	if err != nil {
-		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
-	}
-	return a.result(r, s.maxWaiters)
+	return a.result(r, s.maxWaiters, err)
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it on its session.
@@ -168,7 +161,7 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 		for j, i := range idx {
 			sub[j], objs[j] = rs[i], hash32(rs[i].Key)
 		}
-		err := s.exec(ctx, sess, func(ctx context.Context) (pid int32, err error) {
+		err := s.exec(ctx, sess, len(idx), func(ctx context.Context) (pid int32, err error) {
 			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, len(sess.held))
 			for j, r := range sub {
 				if err == nil && fences[j] == 0 {
@@ -177,7 +170,6 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 			}
 			return pid, err
 		})
-		s.done(sess, len(idx))
 		if err != nil {
 			err = fmt.Errorf("%w: the lease's session failed: %w", lease.ErrNotHeld, err)
 		}
@@ -200,8 +192,7 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 		err := s.pool.QueryRow(ctx, s.leaveSQL, args...).Scan(&released, nil, nil)
 		return opErr("release", r.Key, released, err)
 	}
-	defer s.done(sess, 1)
-	err := s.exec(ctx, sess, func(ctx context.Context) (int32, error) {
+	err := s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
 		if !s.drop(sess, r) {
 			return sess.pid, nil // given up by a renewal meanwhile
 		}
@@ -299,13 +290,15 @@ func (s *AdvisoryStore) park(conn *pgx.Conn) {
 	s.idle = append(s.idle, conn)
 }
 
-// exec runs fn, a statement on sess, one at a time. A failure, or a
+// exec runs fn, a statement on sess, one at a time, then ends n uses of
+// sess. A failure, or a
 // statement that ran in another server process than the session's first,
 // ends the session: its locks may be in any state, and the server frees
 // them. fn's ctx keeps ctx's deadline but not its cancellation: pgx cuts
 // the connection of a cancelled statement, and with it every lease of the
 // session.
-func (s *AdvisoryStore) exec(ctx context.Context, sess *session, fn func(ctx context.Context) (int32, error)) error {
+func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(ctx context.Context) (int32, error)) error {
+	defer s.done(sess, n)
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.conn.IsClosed() {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -30,11 +31,8 @@ const (
 )
 
 func (m Mode) String() string {
-	switch m {
-	case ModeTable:
-		return "table"
-	case ModeAdvisory:
-		return "advisory"
+	if m == ModeTable || m == ModeAdvisory {
+		return [...]string{"table", "advisory"}[m]
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -81,9 +79,17 @@ func newConfig(opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	ident, err := parseTable(c.name)
+	ident := pgx.Identifier(strings.Split(c.name, "."))
+	var err error
 	switch {
-	case err != nil:
+	case len(ident) > 2:
+		err = lease.Invalid("table", "%q has more than one dot (use \"table\" or \"schema.table\")", c.name)
+	case slices.Contains(ident, ""):
+		err = lease.Invalid("table", "%q has an empty part", c.name)
+	case slices.ContainsFunc(ident, func(p string) bool { return len(p) > maxIdentLen }):
+		err = lease.Invalid("table", "%q has a part longer than PostgreSQL's limit of %d bytes", c.name, maxIdentLen)
+	case strings.IndexByte(c.name, 0) >= 0:
+		err = lease.Invalid("table", "%q contains a NUL byte", c.name)
 	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
 		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
 	case c.mode != ModeTable && c.mode != ModeAdvisory:
@@ -105,25 +111,6 @@ func newConfig(opts []Option) (config, error) {
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are truncated.
 const maxIdentLen = 63
-
-// parseTable splits and checks a table name.
-func parseTable(name string) (pgx.Identifier, error) {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return nil, lease.Invalid("table", "%q has more than one dot (use \"table\" or \"schema.table\")", name)
-	}
-	for _, p := range parts {
-		switch {
-		case p == "":
-			return nil, lease.Invalid("table", "%q has an empty part", name)
-		case len(p) > maxIdentLen:
-			return nil, lease.Invalid("table", "%q: %q is longer than PostgreSQL's limit of %d bytes", name, p, maxIdentLen)
-		case strings.IndexByte(p, 0) >= 0:
-			return nil, lease.Invalid("table", "%q contains a NUL byte", name)
-		}
-	}
-	return pgx.Identifier(parts), nil
-}
 
 // derivedName is base+suffix, or, when that would pass PostgreSQL's
 // identifier limit, base cut (at a character boundary) and followed by a

@@ -45,14 +45,16 @@ type Store interface {
 // New returns a [TableStore], or an [AdvisoryStore] WithMode(ModeAdvisory).
 // New does not touch the database: call Migrate once.
 func New(pool *pgxpool.Pool, opts ...Option) (Store, error) {
-	n, err := newConfig(opts)
-	if err != nil {
+	c, err := newConfig(opts)
+	switch {
+	case err != nil:
 		return nil, err
+	case pool == nil:
+		return nil, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
+	case c.mode == ModeAdvisory:
+		return newAdvisory(pool, c), nil
 	}
-	if n.mode == ModeAdvisory {
-		return newAdvisory(pool, n)
-	}
-	return newTable(pool, n)
+	return newTable(pool, c), nil
 }
 
 // LeaseRef identifies a held lease; *lease.Lease implements it.
@@ -74,16 +76,13 @@ type base struct {
 
 // newBase returns the base of a store whose lease in row c is live when
 // live(i) is true, $i being the first of the key's lockArgs.
-func newBase(pool *pgxpool.Pool, n config, live func(i int) string) (base, error) {
-	if pool == nil {
-		return base{}, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
-	}
+func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters))
 	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
 	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
 	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
-	return b, nil
+	return b
 }
 
 // Namespace returns the store's namespace.
@@ -253,9 +252,11 @@ func (b *base) acquire(ctx context.Context, q querier, r driver.Request, sql str
 	return a, q.SendBatch(ctx, batch).Close()
 }
 
-// result turns a into Acquire's outcome.
-func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error) {
+// result turns a, or the statement's err, into Acquire's outcome.
+func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Grant, error) {
 	switch {
+	case err != nil:
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
 	case a.ok || a.ours:
 		return driver.Grant{Fence: uint64(a.fence)}, nil
 	case r.Queue && a.enqd == 0:
@@ -338,13 +339,12 @@ func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Con
 	if l == nil || fn == nil {
 		return fmt.Errorf("pglease: fenced write: %w", lease.Invalid("argument", "nil lease or function"))
 	}
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pglease: fenced write on %q: %w", l.Key(), err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var fence int64
-	err = tx.QueryRow(ctx, b.fenceSQL, append([]any{b.ns, l.Key(), l.Token()}, b.lockArgs(l.Key())...)...).Scan(&fence)
+	tx, err := b.pool.Begin(ctx)
+	if err == nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		err = tx.QueryRow(ctx, b.fenceSQL, append([]any{b.ns, l.Key(), l.Token()}, b.lockArgs(l.Key())...)...).Scan(&fence)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pglease: fenced write on %q rejected: %w", l.Key(), lease.ErrNotHeld)
@@ -367,16 +367,15 @@ func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Con
 // subscription closes the connection.
 func (b *base) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	pc, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pglease: subscribe: %w", err)
-	}
-	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channelName}.Sanitize()); err != nil {
+	if err == nil {
+		conn := pc.Hijack()
+		if _, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channelName}.Sanitize()); err == nil {
+			sctx, cancel := context.WithCancel(context.Background())
+			return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+		}
 		closeConn(conn)
-		return nil, fmt.Errorf("pglease: subscribe %s: %w", b.channelName, err)
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+	return nil, fmt.Errorf("pglease: subscribe %s: %w", b.channelName, err)
 }
 
 // subscription is a driver.Subscription over one LISTENing connection.
@@ -398,9 +397,6 @@ func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	defer context.AfterFunc(s.ctx, cancel)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil {
-		return driver.Announcement{}, errSubClosed
-	}
 	n, err := s.conn.WaitForNotification(ctx)
 	switch {
 	case err == nil:
@@ -422,10 +418,7 @@ func (s *subscription) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn != nil {
-		closeConn(s.conn)
-		s.conn = nil
-	}
+	closeConn(s.conn)
 	return nil
 }
 

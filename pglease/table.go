@@ -5,7 +5,6 @@ package pglease
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,27 +44,21 @@ SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''
 	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
 FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
 
-func newTable(pool *pgxpool.Pool, n config) (*TableStore, error) {
-	b, err := newBase(pool, n, func(int) string { return rowLive })
-	if err != nil {
-		return nil, err
-	}
+func newTable(pool *pgxpool.Pool, c config) *TableStore {
+	b := newBase(pool, c, func(int) string { return rowLive })
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
 	return &TableStore{
 		base:       b,
 		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive))),
 		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
 		releaseSQL: b.release("c.expires_at > clock_timestamp()", notLive),
-	}, nil
+	}
 }
 
 // Acquire takes r.Key for r.Token in one statement (see driver.Store).
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	a, err := s.acquire(ctx, s.pool, r, s.acquireSQL)
-	if err != nil {
-		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
-	}
-	return a.result(r, s.maxWaiters)
+	return a.result(r, s.maxWaiters, err)
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it.
