@@ -64,18 +64,15 @@ func lockHeld(i int, pid string) string {
 func advisoryLive(i int) string { return "c.token IS NOT NULL AND " + lockHeld(i, "k.pid = c.pid") }
 
 // advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 may try the lock
-// (the session holds no lease of the key: its locks are re-entrant). Only
-// the head of the queue tries the lock, unless the token already holds it
-// (o: a retry, granted as it is); in the same statement the row gets the
-// token and fence+1, and the session a server-side expiry:
-// idle_session_timeout = TTL, and TCP settings that drop a vanished peer in
-// about TTL + 1 s.
+// (the session holds no lease of the key: its locks are re-entrant). Only the
+// head of the queue tries it, unless the token holds it (o: a retry, granted
+// as it is); the row then gets the token and fence+1, and the session
+// idle_session_timeout = TTL and TCP settings that drop a vanished peer.
 const advisoryAcquire = `WITH ` + liveQueue + `,
 o AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND LIVE) AS ours),
 l AS MATERIALIZED (SELECT ok, CASE WHEN ok THEN set_config('idle_session_timeout', $10::int8::text, false)
-		|| set_config('tcp_keepalives_idle', (($10::int8 + 999) / 1000)::text, false)
-		|| set_config('tcp_keepalives_interval', '1', false) || set_config('tcp_keepalives_count', '1', false)
-		|| set_config('tcp_user_timeout', ($10::int8 + 1000)::text, false) END AS s
+		|| set_config('tcp_keepalives_idle', (($10::int8 + 999) / 1000)::text, false) || set_config('tcp_keepalives_interval', '1', false)
+		|| set_config('tcp_keepalives_count', '1', false) || set_config('tcp_user_timeout', ($10::int8 + 1000)::text, false) END AS s
 	FROM (SELECT CASE WHEN $11::bool AND (SELECT n FROM ah) = 0 AND NOT (SELECT ours FROM o)
 		THEN pg_try_advisory_lock($8, $9) ELSE false END AS ok) t),
 acq AS (
@@ -109,8 +106,7 @@ func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 		base:       b,
 		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8))),
 		renewSQL:   b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
-		// On the lease's session, which then has $8 leases left (none: no
-		// idle timeout, so that a parked connection is not ended).
+		// On the lease's session; with $8 = 0 leases left, a parked session has no idle timeout.
 		releaseSQL: b.release("c.pid = pg_backend_pid()", "NOT "+lockHeld(5, "true")) + `, pg_advisory_unlock($5, $6),
 	set_config('idle_session_timeout', CASE WHEN $8::int > 0 THEN $7::int8::text ELSE '0' END, false), pg_backend_pid()`,
 		leaveSQL: b.release(advisoryLive(5), "NOT "+lockHeld(5, "true")),
@@ -125,8 +121,7 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 	sess, err := s.join(ctx, int64((r.TTL+time.Millisecond-1)/time.Millisecond))
 	if err == nil {
 		err = s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
-			_, mine := sess.held[r.Key]
-			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, !mine)
+			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, sess.held[r.Key] == "")
 			if err == nil && a.ok {
 				s.mu.Lock() // counted before the session serves another statement
 				sess.held[r.Key] = r.Token
@@ -196,8 +191,7 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 		if !s.drop(sess, r) {
 			return sess.pid, nil // given up by a renewal meanwhile
 		}
-		var unlocked bool
-		var pid int32
+		unlocked, pid := false, int32(0)
 		err := sess.conn.QueryRow(ctx, s.releaseSQL, append(args, sess.ttlMs, len(sess.held))...).
 			Scan(&released, nil, nil, &unlocked, nil, &pid)
 		if err == nil && !unlocked {
@@ -220,8 +214,7 @@ func (s *AdvisoryStore) drop(sess *session, r driver.Request) bool {
 	return true
 }
 
-// use returns the session holding r's lease, counting a use of it (end
-// with done).
+// use returns the session holding r's lease, counting a use of it (exec ends it).
 func (s *AdvisoryStore) use(r driver.Request) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,18 +262,6 @@ func (s *AdvisoryStore) join(ctx context.Context, ttlMs int64) (*session, error)
 	return sess, nil
 }
 
-// done ends n uses of sess; a session that holds no lease and is not used
-// is parked for reuse (its idle timeout is already off).
-func (s *AdvisoryStore) done(sess *session, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess.users -= n
-	if sess.users == 0 && len(sess.held) == 0 && s.sessions[sess.ttlMs] == sess {
-		delete(s.sessions, sess.ttlMs) // no longer a session: the connection moves on
-		s.park(sess.conn)
-	}
-}
-
 // park keeps conn for reuse, or closes it; s.mu is held.
 func (s *AdvisoryStore) park(conn *pgx.Conn) {
 	if s.closed || len(s.idle) >= s.maxIdle || conn.IsClosed() {
@@ -290,17 +271,26 @@ func (s *AdvisoryStore) park(conn *pgx.Conn) {
 	s.idle = append(s.idle, conn)
 }
 
-// exec runs fn, a statement on sess, one at a time, then ends n uses of
-// sess. A failure, or a
-// statement that ran in another server process than the session's first,
-// ends the session: its locks may be in any state, and the server frees
-// them. fn's ctx keeps ctx's deadline but not its cancellation: pgx cuts
-// the connection of a cancelled statement, and with it every lease of the
-// session.
-func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(ctx context.Context) (int32, error)) error {
-	defer s.done(sess, n)
+// exec runs fn, a statement on sess, one at a time, then ends n uses of sess.
+// A failure, or a statement run by another server process than the first,
+// ends the session (the server frees its locks); so does the last use of a
+// session without leases, whose connection is parked. fn's ctx keeps ctx's
+// deadline, not its cancellation, which would cut the connection.
+func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(ctx context.Context) (int32, error)) (err error) {
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
+	defer func() {
+		if err != nil {
+			closeConn(sess.conn)
+		}
+		sess.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sess.users -= n
+		if s.sessions[sess.ttlMs] == sess && (err != nil || sess.users == 0 && len(sess.held) == 0) {
+			delete(s.sessions, sess.ttlMs) // its leases go with it, its connection moves on
+			s.park(sess.conn)
+		}
+	}()
 	if sess.conn.IsClosed() {
 		return errors.New("pglease: the advisory-lock session ended")
 	}
@@ -314,16 +304,7 @@ func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(
 	if err == nil && sess.pid != 0 && pid != sess.pid {
 		err = fmt.Errorf("%w (the session's server process was %d, the statement ran in %d)", ErrPooler, sess.pid, pid)
 	}
-	if err == nil {
-		sess.pid = pid
-		return nil
-	}
-	s.mu.Lock()
-	if s.sessions[sess.ttlMs] == sess {
-		delete(s.sessions, sess.ttlMs) // its leases go with it
-	}
-	s.mu.Unlock()
-	closeConn(sess.conn)
+	sess.pid = pid
 	return err
 }
 

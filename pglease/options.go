@@ -99,8 +99,7 @@ func newConfig(opts []Option) (config, error) {
 		return config{}, fmt.Errorf("pglease: %w", err)
 	}
 	base := ident[len(ident)-1]
-	queue := append(pgx.Identifier{}, ident...)
-	queue[len(queue)-1] = derivedName(base, "_queue")
+	queue := append(ident[:len(ident)-1:len(ident)-1], derivedName(base, "_queue"))
 	c.indexName = derivedName(base, "_queue_expiry")
 	whole := strings.Join(ident, ".") + "\x00" + c.ns
 	sum := sha256.Sum256([]byte(whole))

@@ -1,5 +1,4 @@
-// What both stores share: New, the schema and Migrate, the queue's SQL, the
-// queue lock, Inspect, FencedTx and the LISTEN subscription.
+// What both stores share: New, Migrate, the queue's SQL, Inspect, FencedTx, LISTEN.
 
 package pglease
 
@@ -88,19 +87,16 @@ func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 // Namespace returns the store's namespace.
 func (b *base) Namespace() string { return b.ns }
 
-// Table returns the quoted, possibly schema-qualified, lease table.
+// Table returns the quoted, possibly schema-qualified lease table.
 func (b *base) Table() string { return b.table }
 
-// QueueTable returns the quoted table of queued waiters beside Table: its
-// name with "_queue" appended (shortened with a hash past 63 bytes).
+// QueueTable returns the quoted queue table: Table's name + "_queue" (hashed past 63 bytes).
 func (b *base) QueueTable() string { return b.queue }
 
-// Channel returns the unquoted NOTIFY channel of the store's releases (one
-// per table and namespace).
+// Channel returns the unquoted NOTIFY channel of the table and namespace.
 func (b *base) Channel() string { return b.channelName }
 
-// Caps reports a FIFO store with the Client's own key and TTL limits (and,
-// for an AdvisoryStore, MaxAdvisoryTTL).
+// Caps reports a FIFO store with the Client's limits (and MaxAdvisoryTTL).
 func (b *base) Caps() driver.Caps {
 	return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters, MaxTTL: b.maxTTL}
 }
@@ -182,12 +178,11 @@ wk AS (
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $3) AND NOT GRANTED AND FREE
 )`
 
-// releaseSQL frees the row of $1 ns, $2 key if $3 holds it and the lease is
-// OWNED by the caller to free, keeping the fence; it takes $3 out of the
-// queue, sweeps up to 8 expired entries of the namespace, and announces on
-// $4 the key, naming the head of its queue, if it was released or if a
-// waiter left the queue of a FREE key. The release commits without waiting
-// for the WAL: one lost in a crash leaves the lease held until its TTL.
+// releaseSQL frees the row of $1 ns, $2 key if $3 holds it and it is OWNED
+// by the caller, keeping the fence; it takes $3 out of the queue, sweeps up
+// to 8 expired entries of ns, and announces on $4 the key and its queue's
+// head if released or if a waiter left a FREE key's queue. It commits without
+// waiting for the WAL: one lost in a crash leaves the lease held until its TTL.
 const releaseSQL = `WITH r AS (
 	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND OWNED
@@ -225,11 +220,10 @@ type querier interface {
 
 // acquired is an acquire statement's row.
 type acquired struct {
-	ok, live, ours bool
-	fence, us      int64
-	holder         string
-	ahead, enqd    int64
-	pid            int32
+	ok, live, ours         bool
+	fence, us, ahead, enqd int64
+	holder                 string
+	pid                    int32
 }
 
 // acquire runs an acquire statement for r on q. A queued attempt first
@@ -270,12 +264,10 @@ func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Gr
 		Remaining: time.Duration(a.us) * time.Microsecond, Queued: int(a.ahead)}
 }
 
-// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of
-// namespace $1 whose rows match COND, and returns the positions in $2 (from
-// 1) of the renewed ones and their fences, the session's process and EXTRA.
-// Go puts each fence in its place: matching the renewed rows to the requests
-// in SQL took a join the planner ran as a nested loop (O(n²), 30 s for 10,000
-// leases).
+// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns $1
+// whose rows match COND; it returns the renewed ones' positions in $2 (from
+// 1) and fences, the process and EXTRA. Go puts each fence in its place: a
+// join in SQL ran as a nested loop (O(n²), 30 s for 10,000 leases).
 const renewSQL = `WITH u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 	FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
@@ -302,13 +294,12 @@ func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Req
 
 // opErr is op's error on key: err, or lease.ErrNotHeld if !held.
 func opErr(op, key string, held bool, err error) error {
-	if err == nil && !held {
+	if err == nil && held {
+		return nil
+	} else if err == nil {
 		err = lease.ErrNotHeld
 	}
-	if err != nil {
-		return fmt.Errorf("pglease: %s %q: %w", op, key, err)
-	}
-	return nil
+	return fmt.Errorf("pglease: %s %q: %w", op, key, err)
 }
 
 // Inspect reports who holds key; for a free key, Fence is the last granted.
@@ -317,24 +308,20 @@ func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	var fence, us int64
 	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return info, nil
-	case err != nil:
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
-	}
-	if !info.Held {
+	case !info.Held: // a free key, or one never taken
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}
 	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
 	return info, nil
 }
 
-// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
-// row lock, that the row still names l's token and fence, and that the
-// lease is live (not expired by the server's clock; its session holds the
-// advisory lock): a holder paused past its TTL is rejected with an error
-// matching lease.ErrNotHeld, and no takeover completes before fn commits.
-// The row lock also delays the holder's own renewal: keep fn short.
+// FencedTx runs fn in a transaction that first checks, under a FOR SHARE row
+// lock, that the row names l's token and fence and the lease is live (by the
+// server's clock, or its session's lock): a holder paused past its TTL gets
+// lease.ErrNotHeld, and no takeover completes before fn commits. The row
+// lock also delays the holder's renewal: keep fn short.
 func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if l == nil || fn == nil {
 		return fmt.Errorf("pglease: fenced write: %w", lease.Invalid("argument", "nil lease or function"))
@@ -426,6 +413,4 @@ func (s *subscription) Close() error {
 func closeConn(conn *pgx.Conn) { _ = conn.Close(context.Background()) }
 
 // micros rounds d up to whole microseconds.
-func micros(d time.Duration) float64 {
-	return float64((d + time.Microsecond - 1) / time.Microsecond)
-}
+func micros(d time.Duration) float64 { return float64((d + time.Microsecond - 1) / time.Microsecond) }
