@@ -93,8 +93,7 @@ FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns 
 // and turns the idle timeout off if that was every lease of the session.
 const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT count(*)
 	FROM unnest($6::int4[]) WITH ORDINALITY AS x(obj, i)
-	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false
-		ELSE pg_advisory_unlock($7, x.obj) END) < $8
+	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false ELSE pg_advisory_unlock($7, x.obj) END) < $8
 	THEN $5::int8::text ELSE '0' END, false)`
 
 func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
