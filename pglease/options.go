@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -30,21 +31,20 @@ const (
 )
 
 func (m Mode) String() string {
-	switch m {
-	case ModeTable:
-		return "table"
-	case ModeAdvisory:
-		return "advisory"
+	if m == ModeTable || m == ModeAdvisory {
+		return [...]string{"table", "advisory"}[m]
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
+// config is a store's options and the names derived from them.
 type config struct {
-	table      string
-	mode       Mode
-	ns         string
-	maxIdle    int
-	maxWaiters int
+	mode                   Mode
+	ns, name               string // name: the table as given
+	table, queue, index    string // quoted
+	indexName, channelName string // unquoted
+	classID                int32  // the namespace half of advisory lock keys
+	maxWaiters, maxIdle    int
 }
 
 // Option configures a store.
@@ -53,7 +53,7 @@ type Option func(*config)
 // WithTable sets the lease table (default [DefaultTable]): a name of at most
 // 63 bytes, optionally schema-qualified as "schema.table". It is quoted as
 // an identifier, so it is case-sensitive and may not contain a NUL byte.
-func WithTable(name string) Option { return func(c *config) { c.table = name } }
+func WithTable(name string) Option { return func(c *config) { c.name = name } }
 
 // WithMode selects the store New returns (default ModeTable).
 func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
@@ -72,69 +72,44 @@ func WithMaxIdleConns(n int) Option { return func(c *config) { c.maxIdle = n } }
 // 1..[driver.MaxMaxWaiters].
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// names is what a store derives from its options.
-type names struct {
-	ns                     string
-	table, queue, index    string // quoted
-	indexName, channelName string // unquoted
-	classID                int32  // the namespace half of advisory lock keys
-	maxWaiters             int
-	maxIdle                int
-}
-
-func newNames(opts []Option) (names, Mode, error) {
-	c := config{table: DefaultTable, maxIdle: 4, maxWaiters: driver.DefaultMaxWaiters}
+func newConfig(opts []Option) (config, error) {
+	c := config{name: DefaultTable, maxIdle: 4, maxWaiters: driver.DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	ident, err := parseTable(c.table)
+	ident := pgx.Identifier(strings.Split(c.name, "."))
+	var err error
 	switch {
-	case err != nil:
+	case len(ident) > 2:
+		err = lease.Invalid("table", "%q has more than one dot (use \"table\" or \"schema.table\")", c.name)
+	case slices.Contains(ident, ""):
+		err = lease.Invalid("table", "%q has an empty part", c.name)
+	case slices.ContainsFunc(ident, func(p string) bool { return len(p) > maxIdentLen }):
+		err = lease.Invalid("table", "%q has a part longer than PostgreSQL's limit of %d bytes", c.name, maxIdentLen)
+	case strings.IndexByte(c.name, 0) >= 0:
+		err = lease.Invalid("table", "%q contains a NUL byte", c.name)
 	case c.maxWaiters < 1 || c.maxWaiters > driver.MaxMaxWaiters:
 		err = lease.Invalid("max waiters", "%d is outside 1..%d", c.maxWaiters, driver.MaxMaxWaiters)
 	case c.mode != ModeTable && c.mode != ModeAdvisory:
 		err = lease.Invalid("mode", "unknown mode %d", int(c.mode))
 	}
 	if err != nil {
-		return names{}, 0, fmt.Errorf("pglease: %w", err)
+		return config{}, fmt.Errorf("pglease: %w", err)
 	}
 	base := ident[len(ident)-1]
-	queue := append(pgx.Identifier{}, ident...)
-	queue[len(queue)-1] = derivedName(base, "_queue")
-	indexName := derivedName(base, "_queue_expiry")
+	queue := append(ident[:len(ident)-1:len(ident)-1], derivedName(base, "_queue"))
+	c.indexName = derivedName(base, "_queue_expiry")
 	whole := strings.Join(ident, ".") + "\x00" + c.ns
 	sum := sha256.Sum256([]byte(whole))
-	return names{
-		ns: c.ns, table: ident.Sanitize(), queue: queue.Sanitize(),
-		index: pgx.Identifier{indexName}.Sanitize(), indexName: indexName,
-		channelName: "leasekit_" + hex.EncodeToString(sum[:12]),
-		classID:     hash32(whole), maxWaiters: c.maxWaiters, maxIdle: c.maxIdle,
-	}, c.mode, nil
+	c.table, c.queue, c.index = ident.Sanitize(), queue.Sanitize(), pgx.Identifier{c.indexName}.Sanitize()
+	c.channelName, c.classID = "leasekit_"+hex.EncodeToString(sum[:12]), hash32(whole)
+	return c, nil
 }
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are truncated.
 const maxIdentLen = 63
-
-// parseTable splits and checks a table name.
-func parseTable(name string) (pgx.Identifier, error) {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return nil, lease.Invalid("table", "%q has more than one dot (use \"table\" or \"schema.table\")", name)
-	}
-	for _, p := range parts {
-		switch {
-		case p == "":
-			return nil, lease.Invalid("table", "%q has an empty part", name)
-		case len(p) > maxIdentLen:
-			return nil, lease.Invalid("table", "%q: %q is longer than PostgreSQL's limit of %d bytes", name, p, maxIdentLen)
-		case strings.IndexByte(p, 0) >= 0:
-			return nil, lease.Invalid("table", "%q contains a NUL byte", name)
-		}
-	}
-	return pgx.Identifier(parts), nil
-}
 
 // derivedName is base+suffix, or, when that would pass PostgreSQL's
 // identifier limit, base cut (at a character boundary) and followed by a

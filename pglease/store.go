@@ -1,5 +1,4 @@
-// What both stores share: New, the schema and Migrate, the queue's SQL, the
-// queue lock, Inspect, FencedTx and the LISTEN subscription.
+// What both stores share: New, Migrate, the queue's SQL, Inspect, FencedTx, LISTEN.
 
 package pglease
 
@@ -45,14 +44,16 @@ type Store interface {
 // New returns a [TableStore], or an [AdvisoryStore] WithMode(ModeAdvisory).
 // New does not touch the database: call Migrate once.
 func New(pool *pgxpool.Pool, opts ...Option) (Store, error) {
-	n, mode, err := newNames(opts)
-	if err != nil {
+	c, err := newConfig(opts)
+	switch {
+	case err != nil:
 		return nil, err
+	case pool == nil:
+		return nil, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
+	case c.mode == ModeAdvisory:
+		return newAdvisory(pool, c), nil
 	}
-	if mode == ModeAdvisory {
-		return newAdvisory(pool, n)
-	}
-	return newTable(pool, n)
+	return newTable(pool, c), nil
 }
 
 // LeaseRef identifies a held lease; *lease.Lease implements it.
@@ -64,7 +65,7 @@ type LeaseRef interface {
 
 // base is the connection code both stores share.
 type base struct {
-	names
+	config
 	pool                 *pgxpool.Pool
 	sql                  func(string) string // fills in the table names (T, Q) and the queue cap
 	inspectSQL, fenceSQL string              // $1 ns, $2 key (, $3 token), then lockArgs
@@ -72,31 +73,30 @@ type base struct {
 	maxTTL               time.Duration
 }
 
-func newBase(pool *pgxpool.Pool, n names) (base, error) {
-	if pool == nil {
-		return base{}, fmt.Errorf("pglease: %w", lease.Invalid("store", "nil pool"))
-	}
+// newBase returns the base of a store whose lease in row c is live when
+// live(i) is true, $i being the first of the key's lockArgs.
+func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters))
-	return base{names: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}, nil
+	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
+	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
+	return b
 }
 
 // Namespace returns the store's namespace.
 func (b *base) Namespace() string { return b.ns }
 
-// Table returns the quoted, possibly schema-qualified, lease table.
+// Table returns the quoted, possibly schema-qualified lease table.
 func (b *base) Table() string { return b.table }
 
-// QueueTable returns the quoted table of queued waiters beside Table: its
-// name with "_queue" appended (shortened with a hash past 63 bytes).
+// QueueTable returns the quoted queue table: Table's name + "_queue" (hashed past 63 bytes).
 func (b *base) QueueTable() string { return b.queue }
 
-// Channel returns the unquoted NOTIFY channel of the store's releases (one
-// per table and namespace).
+// Channel returns the unquoted NOTIFY channel of the table and namespace.
 func (b *base) Channel() string { return b.channelName }
 
-// Caps reports a FIFO store with the Client's own key and TTL limits (and,
-// for an AdvisoryStore, MaxAdvisoryTTL).
+// Caps reports a FIFO store with the Client's limits (and MaxAdvisoryTTL).
 func (b *base) Caps() driver.Caps {
 	return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters, MaxTTL: b.maxTTL}
 }
@@ -119,38 +119,25 @@ WHERE i.indrelid = $1::regclass AND c.relname = $2)`
 // each if missing. It is idempotent and safe to run concurrently; on a
 // migrated database it only reads the catalog.
 func (b *base) Migrate(ctx context.Context) error {
-	if err := b.migrate(ctx); err != nil {
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's
+		// unique indexes: serialise migrations of the same table ("lkmg").
+		var indexed bool
+		batch := &pgx.Batch{}
+		batch.Queue("SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table))
+		batch.Queue(b.sql(schemaSQL))
+		batch.Queue(b.sql(queueSchemaSQL))
+		batch.Queue(queueIndexedSQL, b.queue, b.indexName).QueryRow(func(row pgx.Row) error { return row.Scan(&indexed) })
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil || indexed {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", b.table, err)
 	}
 	return nil
-}
-
-func (b *base) migrate(ctx context.Context) error {
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's unique
-	// indexes: serialise migrations of the same table ("lkmg").
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table)); err != nil {
-		return err
-	}
-	for _, stmt := range []string{schemaSQL, queueSchemaSQL} {
-		if _, err := tx.Exec(ctx, b.sql(stmt)); err != nil {
-			return err
-		}
-	}
-	var indexed bool
-	if err := tx.QueryRow(ctx, queueIndexedSQL, b.queue, b.indexName).Scan(&indexed); err != nil {
-		return err
-	}
-	if !indexed {
-		if _, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`)); err != nil {
-			return err
-		}
-	}
-	return tx.Commit(ctx)
 }
 
 // Acquire statements of both stores: $1 ns, $2 key, $3 token, $4 holder,
@@ -191,13 +178,17 @@ wk AS (
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $3) AND NOT GRANTED AND FREE
 )`
 
-// releaseAfter is the queue's part of a release ($1 ns, $2 key, $3 token,
-// $4 channel), after the CTE that releases (RELEASED): it takes $3 out of
-// the queue, sweeps up to 8 expired entries of the namespace, and announces
-// the key, naming the head of its queue, if it was released or if a waiter
-// left the queue of a FREE key. The release commits without waiting for the
-// WAL: one lost in a crash leaves the lease held until its TTL.
-const releaseAfter = `d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
+// releaseSQL frees the row of $1 ns, $2 key if $3 holds it and it is OWNED
+// by the caller, keeping the fence; it takes $3 out of the queue, sweeps up
+// to 8 expired entries of ns, and announces on $4 the key and its queue's
+// head if released or if a waiter left a FREE key's queue. It commits without
+// waiting for the WAL: one lost in a crash leaves the lease held until its TTL.
+const releaseSQL = `WITH r AS (
+	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND OWNED
+	RETURNING 1
+),
+d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
 gc AS (
 	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1
 		AND expires_at <= clock_timestamp() AND RELEASED IS NOT NULL LIMIT 8 FOR UPDATE SKIP LOCKED)
@@ -209,6 +200,11 @@ n AS (
 	WHERE RELEASED OR (EXISTS (SELECT 1 FROM d) AND FREE)
 )
 SELECT RELEASED, (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
+
+// release is releaseSQL for a store: see there for owned and free.
+func (b *base) release(owned, free string) string {
+	return b.sql(fill(releaseSQL, "OWNED", owned, "FREE", free, "RELEASED", "EXISTS (SELECT 1 FROM r)"))
+}
 
 // remaining is the microseconds left before c.expires_at, by the server's clock.
 const remaining = `COALESCE(GREATEST(floor(extract(epoch FROM c.expires_at - clock_timestamp()) * 1000000), 0), 0)::bigint`
@@ -224,11 +220,10 @@ type querier interface {
 
 // acquired is an acquire statement's row.
 type acquired struct {
-	ok, live, ours bool
-	fence, us      int64
-	holder         string
-	ahead, enqd    int64
-	pid            int32
+	ok, live, ours         bool
+	fence, us, ahead, enqd int64
+	holder                 string
+	pid                    int32
 }
 
 // acquire runs an acquire statement for r on q. A queued attempt first
@@ -251,9 +246,11 @@ func (b *base) acquire(ctx context.Context, q querier, r driver.Request, sql str
 	return a, q.SendBatch(ctx, batch).Close()
 }
 
-// result turns a into Acquire's outcome.
-func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error) {
+// result turns a, or the statement's err, into Acquire's outcome.
+func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Grant, error) {
 	switch {
+	case err != nil:
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
 	case a.ok || a.ours:
 		return driver.Grant{Fence: uint64(a.fence)}, nil
 	case r.Queue && a.enqd == 0:
@@ -267,12 +264,10 @@ func (a acquired) result(r driver.Request, maxWaiters int) (driver.Grant, error)
 		Remaining: time.Duration(a.us) * time.Microsecond, Queued: int(a.ahead)}
 }
 
-// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of
-// namespace $1 whose rows match COND, and returns the positions in $2 (from
-// 1) of the renewed ones and their fences, the session's process and EXTRA.
-// Go puts each fence in its place: matching the renewed rows to the requests
-// in SQL took a join the planner ran as a nested loop (O(n²), 30 s for 10,000
-// leases).
+// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns $1
+// whose rows match COND; it returns the renewed ones' positions in $2 (from
+// 1) and fences, the process and EXTRA. Go puts each fence in its place: a
+// join in SQL ran as a nested loop (O(n²), 30 s for 10,000 leases).
 const renewSQL = `WITH u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
 	FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
@@ -297,26 +292,14 @@ func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Req
 	return fences, pid, err
 }
 
-// renewErr is Renew's error for a request renewed with fence (0: not held).
-func renewErr(key string, fence int64, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("pglease: renew %q: %w", key, err)
-	case fence == 0:
-		return fmt.Errorf("pglease: renew %q: %w", key, lease.ErrNotHeld)
+// opErr is op's error on key: err, or lease.ErrNotHeld if !held.
+func opErr(op, key string, held bool, err error) error {
+	if err == nil && held {
+		return nil
+	} else if err == nil {
+		err = lease.ErrNotHeld
 	}
-	return nil
-}
-
-// releaseErr is Release's error.
-func releaseErr(key string, released bool, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("pglease: release %q: %w", key, err)
-	case !released:
-		return fmt.Errorf("pglease: release %q: %w", key, lease.ErrNotHeld)
-	}
-	return nil
+	return fmt.Errorf("pglease: %s %q: %w", op, key, err)
 }
 
 // Inspect reports who holds key; for a free key, Fence is the last granted.
@@ -325,37 +308,30 @@ func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	var fence, us int64
 	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return info, nil
-	case err != nil:
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+	case !info.Held: // a free key, or one never taken
+		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}
-	info.Fence = uint64(fence)
-	if info.Held {
-		info.Remaining = time.Duration(us) * time.Microsecond
-	} else {
-		info.Holder = ""
-	}
+	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
 	return info, nil
 }
 
-// FencedTx runs fn in a transaction that first checks, under a FOR SHARE
-// row lock, that the row still names l's token and fence, and that the
-// lease is live (not expired by the server's clock; its session holds the
-// advisory lock): a holder paused past its TTL is rejected with an error
-// matching lease.ErrNotHeld, and no takeover completes before fn commits.
-// The row lock also delays the holder's own renewal: keep fn short.
+// FencedTx runs fn in a transaction that first checks, under a FOR SHARE row
+// lock, that the row names l's token and fence and the lease is live (by the
+// server's clock, or its session's lock): a holder paused past its TTL gets
+// lease.ErrNotHeld, and no takeover completes before fn commits. The row
+// lock also delays the holder's renewal: keep fn short.
 func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if l == nil || fn == nil {
 		return fmt.Errorf("pglease: fenced write: %w", lease.Invalid("argument", "nil lease or function"))
 	}
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pglease: fenced write on %q: %w", l.Key(), err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var fence int64
-	err = tx.QueryRow(ctx, b.fenceSQL, append([]any{b.ns, l.Key(), l.Token()}, b.lockArgs(l.Key())...)...).Scan(&fence)
+	tx, err := b.pool.Begin(ctx)
+	if err == nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		err = tx.QueryRow(ctx, b.fenceSQL, append([]any{b.ns, l.Key(), l.Token()}, b.lockArgs(l.Key())...)...).Scan(&fence)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pglease: fenced write on %q rejected: %w", l.Key(), lease.ErrNotHeld)
@@ -378,16 +354,15 @@ func (b *base) FencedTx(ctx context.Context, l LeaseRef, fn func(ctx context.Con
 // subscription closes the connection.
 func (b *base) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	pc, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pglease: subscribe: %w", err)
-	}
-	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channelName}.Sanitize()); err != nil {
+	if err == nil {
+		conn := pc.Hijack()
+		if _, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channelName}.Sanitize()); err == nil {
+			sctx, cancel := context.WithCancel(context.Background())
+			return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+		}
 		closeConn(conn)
-		return nil, fmt.Errorf("pglease: subscribe %s: %w", b.channelName, err)
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	return &subscription{conn: conn, ctx: sctx, cancel: cancel}, nil
+	return nil, fmt.Errorf("pglease: subscribe %s: %w", b.channelName, err)
 }
 
 // subscription is a driver.Subscription over one LISTENing connection.
@@ -409,9 +384,6 @@ func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	defer context.AfterFunc(s.ctx, cancel)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil {
-		return driver.Announcement{}, errSubClosed
-	}
 	n, err := s.conn.WaitForNotification(ctx)
 	switch {
 	case err == nil:
@@ -422,11 +394,10 @@ func (s *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	default:
 		return driver.Announcement{}, fmt.Errorf("pglease: subscription: %w", err)
 	}
-	next, key, ok := strings.Cut(n.Payload, "\n")
-	if !ok {
-		return driver.Announcement{Key: n.Payload}, nil
+	if next, key, ok := strings.Cut(n.Payload, "\n"); ok {
+		return driver.Announcement{Key: key, Next: next}, nil
 	}
-	return driver.Announcement{Key: key, Next: next}, nil
+	return driver.Announcement{Key: n.Payload}, nil
 }
 
 // Close ends the subscription, unblocks Next and closes the connection.
@@ -434,10 +405,7 @@ func (s *subscription) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn != nil {
-		closeConn(s.conn)
-		s.conn = nil
-	}
+	closeConn(s.conn)
 	return nil
 }
 
@@ -445,6 +413,4 @@ func (s *subscription) Close() error {
 func closeConn(conn *pgx.Conn) { _ = conn.Close(context.Background()) }
 
 // micros rounds d up to whole microseconds.
-func micros(d time.Duration) float64 {
-	return float64((d + time.Microsecond - 1) / time.Microsecond)
-}
+func micros(d time.Duration) float64 { return float64((d + time.Microsecond - 1) / time.Microsecond) }

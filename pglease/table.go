@@ -5,7 +5,6 @@ package pglease
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,38 +44,21 @@ SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''
 	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
 FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
 
-// tableRelease frees the row if $3 holds it, keeping the fence.
-const tableRelease = `WITH r AS (
-	UPDATE T SET token = NULL, holder = '', expires_at = NULL
-	WHERE ns = $1 AND key = $2 AND token = $3 AND expires_at > clock_timestamp()
-	RETURNING 1
-),
-`
-
-func newTable(pool *pgxpool.Pool, n names) (*TableStore, error) {
-	b, err := newBase(pool, n)
-	if err != nil {
-		return nil, err
-	}
-	b.inspectSQL = b.sql(`SELECT ` + rowLive + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
-	b.fenceSQL = b.sql(`SELECT fence FROM T c WHERE ns = $1 AND key = $2 AND token = $3 AND ` + rowLive + ` FOR SHARE`)
+func newTable(pool *pgxpool.Pool, c config) *TableStore {
+	b := newBase(pool, c, func(int) string { return rowLive })
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
-	granted, released := "EXISTS (SELECT 1 FROM acq)", "EXISTS (SELECT 1 FROM r)"
 	return &TableStore{
 		base:       b,
-		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", granted, "FREE", notLive))),
+		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive))),
 		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
-		releaseSQL: b.sql(tableRelease + fill(releaseAfter, "RELEASED", released, "FREE", notLive)),
-	}, nil
+		releaseSQL: b.release("c.expires_at > clock_timestamp()", notLive),
+	}
 }
 
 // Acquire takes r.Key for r.Token in one statement (see driver.Store).
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	a, err := s.acquire(ctx, s.pool, r, s.acquireSQL)
-	if err != nil {
-		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
-	}
-	return a.result(r, s.maxWaiters)
+	return a.result(r, s.maxWaiters, err)
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it.
@@ -89,7 +71,7 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
 	errs := make([]error, len(rs))
 	for i, r := range rs {
-		errs[i] = renewErr(r.Key, fences[i], err)
+		errs[i] = opErr("renew", r.Key, fences[i] != 0, err)
 	}
 	return errs
 }
@@ -99,7 +81,7 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
 	var released bool
 	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
-	return releaseErr(r.Key, released, err)
+	return opErr("release", r.Key, released, err)
 }
 
 // Close does nothing: the store holds no resources of its own.
