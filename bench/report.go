@@ -515,35 +515,24 @@ const reportNotes = `## Reading the results
   waiters (FIFO by default), so the re-take share is ~0% and the spread even. A release announcement
   names the waiter first in the queue and only that waiter looks (` + "`Announcement.Next`" + `): a hand-off
   costs the release, the announcement and one acquire, whatever the number of waiters.
-- **What a hand-off costs, and why the peers can be quicker on their own stores.** leasekit's hand-off
-  would be two writes on the store: the release, then the next waiter's acquire (which takes the key and
-  its new fence); on Redis, etcd and PostgreSQL's table mode the release hands the key over instead
-  (below), and only PostgreSQL's advisory mode, whose lock belongs to a session, still pays both. etcd Mutex and zk.Lock create the waiter's key when it starts
-  waiting and own the lock as soon as the predecessor's key is deleted: one write per hand-off, then a
-  read. On ZooKeeper leasekit does the same: the waiter's queue entry becomes the lease on the write that
-  last refreshed it (` + "`Grant.Since`" + `: the TTL is counted from that write), with nothing left to
-  record; and it needs no read after the release: its store saw, in an earlier listing, that its
-  predecessor held the key (a waiter further back is woken to list the nodes again when the node before
-  its predecessor goes, a ` + "`Moved`" + ` announcement), so the release's watch event alone grants it the
-  key. That costs more requests than zk.Lock (see requests / acq), off the hand-off's path. On etcd the release
-  itself hands the key over: its one transaction puts the key for the waiter first in the queue (known
-  from the releaser's subscription), with a new fence (the transaction's revision), on the etcd lease
-  of that waiter's queue entry, and the waiter's store grants it from the watch event with one keep-alive
-  of that lease (the key's TTL must run from no earlier than the waiter's Acquire) and no read; the waiter
-  was queued by its refused attempt's own transaction, on an etcd lease granted just before it.
-  One write per hand-off and no read (etcd Mutex: its delete, then the next holder's read), and
-  about 2 requests per acquisition in all (see requests / acq). On Redis the release script hands
-  the key over likewise, to the first live waiter whose queue entry names its TTL, holder and store,
-  and publishes that hand-off on the waiter's store's own channel alone: one of the 16 clients wakes,
-  not all of them, and its Acquire finds the key its own (a store never grants on the word of an
-  announcement, which anyone allowed to PUBLISH could forge: the release, the next refused, queueing
-  attempt and the woken waiter's Acquire are 3 requests per acquisition). On
-  PostgreSQL's table mode the release statement hands the key to the first waiter whose entry carries a
-  TTL (its store listens) and wakes it with NOTIFY; the waiter's own statement then finds the row its own
-  (a payload, which any role may send with pg_notify, never grants). That release commits synchronously,
-  as a grant does; a release that
-  only frees the key, as in advisory mode, commits asynchronously (the next acquisition's synchronous
-  commit flushes the WAL past it). A refused attempt takes no row lock, so waiters never queue behind the
+- **What a hand-off costs, and why the peers can be quicker on their own stores.** A leasekit release
+  announces the key and names the first waiter; that waiter's own Acquire then takes the key and its new
+  fence. On Redis, PostgreSQL (both modes) and files that is two writes: the release, then the waiter's
+  acquire (a script, a statement, a file write), which must restart the TTL because the Client counts it
+  from the start of its call. etcd Mutex and zk.Lock create the waiter's key when it starts waiting and own
+  the lock as soon as the predecessor's key is deleted: one write per hand-off, then a read. leasekit does
+  the same on both. On ZooKeeper the waiter's node holds the key once the nodes ahead of it are gone, and
+  its Acquire, woken by the watch on its predecessor, lists the children and writes nothing. On etcd the
+  release's one transaction puts the key for the waiter first in the queue (known from the releaser's
+  subscription), with a new fence (the transaction's revision), on the etcd lease of that waiter's queue
+  entry, and the waiter's store grants it from the watch event with no request. Both tell the Client so
+  (` + "`Grant.FromQueue`" + `): the lease's TTL then runs from the write that last refreshed the waiter's
+  queue entry, during its last refused attempt, and the Client counts the deadline and renewals from that
+  attempt's start. An announcement never grants by itself (anyone allowed to PUBLISH, NOTIFY or write the
+  namespace could forge one): the waiter's store either reads (ZooKeeper) or saw the hand-off on its own
+  watch (etcd). A release that only frees the key commits asynchronously on PostgreSQL (the next
+  acquisition's synchronous commit flushes the WAL past it), and a refused attempt takes no row lock, so
+  waiters never queue behind the
   release. On Redis each
   ` + "`redis.call`" + ` inside a script costs the server about a microsecond (the time in commands of §2's server
   cost table, from ` + "`INFO commandstats`" + `, gives this run's figures per cycle); leasekit's acquire and
@@ -685,9 +674,9 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 			}
 			why += "."
 		case strings.HasPrefix(vd.target, "(2) hand-off") && vd.store == "etcd":
-			key, why = "etcd-handoff", "**(2) etcd hand-off**: both are one Raft write (with a WAL fsync) and a watch event; etcd Mutex's next holder then reads, leasekit's sends nothing, but its release transaction is larger (it compares the queue and puts the key for the next holder, where Mutex's deletes one key); what is left is of the size of this machine's run-to-run noise (see *What a hand-off costs* below)."
+			key, why = "etcd-handoff", "**(2) etcd hand-off**: both are one Raft write (with a WAL fsync) and a watch event; etcd Mutex's next holder then reads, leasekit's sends nothing, but its release transaction is larger (it compares the queue and puts the key for the next holder, where Mutex's deletes one key), and the watch reaches every Client's subscription (16 here), where each Mutex waiter watches its predecessor alone; what is left is of the size of this machine's run-to-run noise (see *What a hand-off costs* below)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(2)"):
-			key, why = "zk-contention", "**(2) ZooKeeper contention**: leasekit's waiter takes the key on the release's watch event with no request when it knows its predecessor held it: right behind the holder at its last listing, or, further back, after the deletion of the node before its predecessor woke it to list the nodes again while its predecessor held the key (a `Moved` announcement). zk.Lock's next holder lists the nodes after the event. On 2026-12-01 this put leasekit at 0.53–0.57× zk.Lock's hand-off p50 and 1.14–1.15× its acquisitions/s (two runs), at about 7 requests per acquisition against 5. A miss here is this run's: see the hand-off p99 and *hold as slept* in §2."
+			key, why = "zk-contention", "**(2) ZooKeeper contention**: leasekit's hand-off is zk.Lock's: the release's delete, the watch event on the waiter's predecessor, and one listing by the waiter, which then holds the key without a write (`Grant.FromQueue`); a queued Acquire costs as many requests (see requests / acq). What is left is the Client's own work (its release subscription's reader wakes the waiter: one goroutine hand-over more than zk.Lock's) and this machine's run-to-run noise: see the hand-off p99 and *hold as slept* in §2."
 		case vd.store == "postgres-advisory" && strings.HasPrefix(vd.target, "(4)"):
 			key, why = "adv-hb", "**(4) PostgreSQL advisory mode**: the store's leases of one TTL share one server session and are renewed in one statement on it; a miss here means more than one session (several TTLs) or a renewal retried in the window (see results.json's counters)."
 		case vd.store == "zookeeper" && strings.HasPrefix(vd.target, "(4)"):
