@@ -123,15 +123,11 @@ func held(key string, st state) error {
 	return e
 }
 
-// Acquire reads the key and its queue (unless an open subscription saw the
-// key held by r.Token), then: if r.Token holds the key (an earlier grant, or
-// a hand-off), keeps its etcd lease alive (same fence); if
-// the key is free and r.Token is first in line, creates it in one
-// transaction guarded by that read, on the etcd lease of r.Token's queue
-// entry (deleted, its lease then kept alive) or on a new one; otherwise
-// refuses, keeping r.Token's entry alive or, with r.Queue, queuing it in the
-// refused transaction on a new etcd lease. The store remembers the etcd
-// lease of each grant, for Renew.
+// Acquire grants a key handed to r.Token as an open subscription saw it
+// (FromQueue, no request); else it reads the key and its queue and keeps
+// r.Token's lease alive (same fence), or creates the key in a transaction
+// guarded by that read (on r.Token's entry lease, or a new one), or refuses,
+// keeping r.Token's entry alive or queuing it on a new etcd lease.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	g, id, err := s.acquire(ctx, r)
 	if err == nil {
@@ -317,11 +313,8 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // RenewMany keeps the etcd leases of the keys alive, pipelined on one
-// stream. A key lives exactly as long as its etcd lease, which carries
-// nothing else, and only its holder's Release deletes or hands over a key
-// (revoking its etcd lease): a keep-alive that finds the lease proves the
-// key still carries the token. The lease of a key this store granted is
-// remembered; for another, the key is read first.
+// stream, without reading the keys (see the package doc); the key of a
+// token this store did not grant is read first.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs, of, ids := make([]error, len(rs)), make([]int64, len(rs)), make([]int64, 0, len(rs))
 	for i, r := range rs {
@@ -369,11 +362,9 @@ func (s *Store) forget(r driver.Request) (id int64) {
 // that key). When an open subscription knows the waiter first in the key's
 // queue, the transaction hands the key over instead, if it still carries
 // r.Token and that entry is unchanged: the key then carries the waiter's
-// token and holder, on the etcd lease of its entry, which is deleted; the
-// releaser's etcd lease then carries nothing, and if this store granted it,
-// instead of revoking it the store keeps it as its spare of that TTL (one per TTL), which its next grant
-// of that TTL keeps alive instead of granting a new lease: a hand-off then
-// costs two Raft writes fewer (the revoke, and the releaser's next grant).
+// token and holder on its entry's etcd lease. The releaser's etcd lease,
+// if this store granted it, is kept as the spare of its TTL for the next
+// grant, not revoked: two Raft writes fewer per hand-off.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	mine := s.forget(r)
 	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
@@ -426,10 +417,7 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 }
 
 // handed returns how an open subscription last saw key held by token: only
-// token's own Release or the expiry of that etcd lease end such a hold (or
-// an operator deleting the key behind the store's back, which a read would
-// also miss if it came a moment later), so a successful keep-alive of the
-// lease confirms it.
+// token's own Release or the expiry of that etcd lease end such a hold.
 func (s *Store) handed(key, token string) (entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
