@@ -2,8 +2,9 @@
 -- queued ahead; refresh it if ARGV[1] holds it; otherwise report the holder
 -- and, if ARGV[4] is '1', queue ARGV[1] (or refresh its entry).
 -- KEYS: lease (token NUL fence NUL holder), fence counter, queue (zset
--- token -> arrival), queue expiries (zset token -> server ms).
--- ARGV: token, holder, TTL ms, queue flag, max waiters.
+-- token -> arrival), queue expiries (zset token -> server ms), queue
+-- channels (hash token -> the waiter's store's id, if it listens).
+-- ARGV: token, holder, TTL ms, queue flag, max waiters, store id or ''.
 -- Returns the fence when granted, else {code, holder, pttl, fence, ahead}
 -- with code -1 when the queue was full.
 local tok, fence, holder
@@ -22,6 +23,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
     redis.call('ZREM', KEYS[3], w)
     redis.call('ZREM', KEYS[4], w)
+    redis.call('HDEL', KEYS[5], w)
   end
   rank = redis.call('ZRANK', KEYS[3], ARGV[1])
   ahead = rank or redis.call('ZCARD', KEYS[3])
@@ -30,6 +32,7 @@ if not lease and ahead == 0 then
   if rank then
     redis.call('ZREM', KEYS[3], ARGV[1])
     redis.call('ZREM', KEYS[4], ARGV[1])
+    redis.call('HDEL', KEYS[5], ARGV[1])
   end
   -- The clock term keeps fences growing if Redis lost the counter.
   local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
@@ -47,8 +50,14 @@ elseif ARGV[4] == '1' then
     redis.call('ZADD', KEYS[3], (tonumber(last) or 0) + 1, ARGV[1])
   end
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
+  if ARGV[6] ~= '' then
+    redis.call('HSET', KEYS[5], ARGV[1], ARGV[6])
+  else
+    redis.call('HDEL', KEYS[5], ARGV[1])
+  end
   local keep = tonumber(redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2]) - now
   redis.call('PEXPIRE', KEYS[3], keep)
   redis.call('PEXPIRE', KEYS[4], keep)
+  redis.call('PEXPIRE', KEYS[5], keep)
 end
 return {code, holder or '', redis.call('PTTL', KEYS[1]), fence or '0', ahead}

@@ -21,10 +21,14 @@
 //     lease's TTL (rounded up to whole milliseconds);
 //   - P{esc(K)}:fence: the last fence granted for K, kept forever;
 //   - P{esc(K)}:q and :qx: K's FIFO queue of waiters, two sorted sets of
-//     tokens scored by arrival and by entry expiry (server ms); they expire
+//     tokens scored by arrival and by entry expiry (server ms), and :qc, a
+//     hash of the waiters whose store listens to the store's id; they expire
 //     with their last entry;
 //   - P + "released": the namespace's Pub/Sub channel. A release publishes K,
-//     followed by NUL and the first live waiter's token when one is queued.
+//     followed by NUL and the first live waiter's token when one is queued;
+//     when that waiter's store listens (has an open subscription), on that
+//     store's own channel P + "released:" + its id instead, so only the
+//     clients that can take K wake.
 //
 // A free key is granted only to the first live waiter (or anyone when the
 // queue is empty); a waiter's entry expires TTL after its last refresh, and a
@@ -32,8 +36,8 @@
 // wakes a waiter, whose own Acquire is then granted by the script: nobody is
 // granted anything on the word of a message that anyone allowed to PUBLISH
 // can forge. Keys may not contain NUL (lease.ErrInvalid), the separator of
-// announcements. Every client of a namespace receives its every release: use
-// prefixes to partition busy namespaces.
+// announcements. Every client of a namespace receives each release that
+// nobody listening waits for: use prefixes to partition busy namespaces.
 //
 // A fence is max(last+1, the server clock in µs), so fences keep increasing
 // even when Redis loses the counter (a restart without persistence), unless

@@ -2,12 +2,14 @@ package redislease
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -47,6 +49,8 @@ type Store struct {
 	prefix     string
 	maxWaiters int
 	ack        replicaAck
+	id         string       // names the store's own release channel
+	listening  atomic.Int32 // open subscriptions, which hear the own channel
 }
 
 type config struct {
@@ -92,7 +96,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
-	return &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack}, nil
+	return &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack, id: rand.Text()}, nil
 }
 
 // Prefix returns the prefix of the store's keys.
@@ -109,11 +113,12 @@ func (s *Store) Caps() driver.Caps {
 // Close does nothing: the Redis client stays open.
 func (s *Store) Close() error { return nil }
 
-// keys returns the lease, fence counter, queue and queue expiry keys of key,
-// all with the hash tag {esc(key)}, hence in one Cluster slot.
+// keys returns the lease, fence counter, queue, queue expiry and queue
+// channel keys of key, all with the hash tag {esc(key)}, hence in one
+// Cluster slot.
 func (s *Store) keys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx"}
+	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc"}
 }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
@@ -126,7 +131,11 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if strings.IndexByte(r.Key, 0) >= 0 {
 		return driver.Grant{}, fmt.Errorf("redislease: acquire: %w", lease.Invalid("key", "contains a NUL byte"))
 	}
-	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters)
+	var id string // a release wakes a waiter on its store's own channel if it listens
+	if s.listening.Load() > 0 {
+		id = s.id
+	}
+	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
