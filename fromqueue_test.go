@@ -79,12 +79,7 @@ func TestFromQueueGrant(t *testing.T) {
 		}
 		got <- l
 	}()
-	for deadline := time.Now().Add(10 * time.Second); !st.wasRefused() || clk.Timers() < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter was never refused")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	until(t, "the waiter refused and asleep", func() bool { return st.wasRefused() && clk.Timers() >= 2 })
 	clk.Advance(2 * time.Second) // the refused attempt is now 2 s old
 	before := st.renews.Load()
 	if err := held.Release(ctx); err != nil {
@@ -100,14 +95,16 @@ func TestFromQueueGrant(t *testing.T) {
 	}
 	close(st.gate)
 	clk.Advance(time.Second) // a renew interval (TTL/3) after the refused attempt
-	for deadline := time.Now().Add(10 * time.Second); st.renews.Load() == before; time.Sleep(time.Millisecond) {
+	until(t, "a renewal a renew interval after the refused attempt", func() bool { return st.renews.Load() > before })
+	until(t, "Remaining back to TTL - drift after the renewal", func() bool { return l.Remaining() == ttl-drift })
+}
+
+// until waits (in real time, at most 10 s) for cond, or fails the test.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no renewal a renew interval after the refused attempt")
-		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); l.Remaining() != ttl-drift; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Remaining = %v after the renewal, want %v", l.Remaining(), ttl-drift)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }

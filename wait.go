@@ -264,8 +264,8 @@ func (h *hub) close() {
 	h.closed = true
 	if h.cancel != nil {
 		h.cancel() // read closes the subscription
+		h.cancel = nil
 	}
-	h.cancel = nil
 }
 
 // waitFor is how long a waiter sleeps when the holder has remaining TTL left
@@ -273,10 +273,11 @@ func (h *hub) close() {
 // waiters do not all look at once.
 func waitFor(remaining time.Duration, p params, spread bool) time.Duration {
 	remaining = cmp.Or(max(remaining, 0), p.renew)
+	d := remaining + time.Millisecond
 	if spread {
-		return remaining + time.Millisecond + jitter(min(remaining/10, 50*time.Millisecond))
+		d += jitter(min(remaining/10, 50*time.Millisecond))
 	}
-	return remaining + time.Millisecond
+	return d
 }
 
 // jitter returns a random duration in [0, d).
