@@ -30,6 +30,7 @@ const (
 	ModeAdvisory
 )
 
+// String returns "table" or "advisory".
 func (m Mode) String() string {
 	if m == ModeTable || m == ModeAdvisory {
 		return [...]string{"table", "advisory"}[m]
