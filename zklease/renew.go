@@ -81,7 +81,7 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-		s.remember(r.Token, nil)
+		s.entries.Delete(r.Token)
 		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
 	} else if err != nil {
 		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
@@ -94,12 +94,12 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 // node goes.
 func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 	if st.Mtime >= e.mtime+e.ttlMs {
-		s.remember(r.Token, nil)
+		s.entries.Delete(r.Token)
 		_ = s.conn.Delete(e.path, st.Version) // else the next acquirer drops it
 		return errExpired
 	}
 	e.version, e.mtime, e.ttlMs, e.czxid = st.Version, st.Mtime, r.TTL.Milliseconds(), st.Czxid
-	s.remember(r.Token, e)
+	s.entries.Store(r.Token, *e)
 	return nil
 }
 
@@ -165,7 +165,7 @@ const (
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	e, err := s.find(ctx, r)
 	if err == nil {
-		s.remember(r.Token, nil)
+		s.entries.Delete(r.Token)
 		err = s.conn.Delete(e.path, -1)
 	}
 	switch {
