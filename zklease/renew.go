@@ -72,19 +72,18 @@ func (s *Store) read(key, p string, lowest bool) (entry, error) {
 // server's time of the write. A version written by another Store of the
 // same token is read and written again.
 func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
-	st, err := s.conn.Set(e.path, encodeData(r), e.version)
+	p := e.path
+	st, err := s.conn.Set(p, encodeData(r), e.version)
 	if errors.Is(err, zk.ErrBadVersion) {
-		var cur entry
-		if cur, err = s.read(r.Key, e.path, e.held); err == nil {
-			*e = cur
-			st, err = s.conn.Set(e.path, encodeData(r), e.version)
+		if *e, err = s.read(r.Key, p, e.held); err == nil {
+			st, err = s.conn.Set(p, encodeData(r), e.version)
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
 		s.entries.Delete(r.Token)
-		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
+		return 0, fmt.Errorf("node %s gone: %w", redactPath(p), lease.ErrNotHeld)
 	} else if err != nil {
-		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
+		return 0, fmt.Errorf("write %s: %w", redactPath(p), err)
 	}
 	return st.Mtime, s.written(r, e, st)
 }

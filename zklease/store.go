@@ -228,7 +228,7 @@ func (s *Store) Caps() driver.Caps {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for sub := range s.subs {
-		sub.cancel()
+		close(sub.changed)
 	}
 	own := s.lost != nil && s.subs != nil // made by Dial, and not closed yet
 	s.subs = nil
