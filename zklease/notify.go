@@ -77,8 +77,9 @@ func (s *Store) watch(key, next, path string) error {
 }
 
 // Next implements driver.Subscription: the announcement of a watched node
-// once it is deleted. A watch that ends without its event (the session
-// expired) is an error: the Client then wakes every waiter.
+// once it is deleted, or once its watch ended without the event (the
+// session ended; or another subscription took the event, and the channel
+// is closed): the waiter then looks again.
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
 		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
@@ -90,7 +91,7 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		}
 		sub.s.mu.Unlock()
-		i, v, ok := reflect.Select(cases)
+		i, _, ok := reflect.Select(cases)
 		switch {
 		case i == 0:
 			return driver.Announcement{}, ctx.Err()
@@ -103,11 +104,6 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 		sub.s.mu.Lock()
 		delete(sub.watches, w)
 		sub.s.mu.Unlock()
-		// A closed channel without a value: another subscription took the
-		// event. Announce it all the same.
-		if ev, _ := v.Interface().(zk.Event); ok && ev.Type == zk.EventNotWatching {
-			return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.a.Key, ev.Err)
-		}
 		return w.a, nil
 	}
 }

@@ -134,14 +134,14 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 		s.dialer = net.DialTimeout
 	}
 	s.lost = make(chan struct{}) // Close closes conn
-	w := &watcher{store: s, ready: make(chan struct{})}
+	w := &watcher{store: s, ready: make(chan time.Duration, 1)}
 	conn, _, err := zk.Connect(servers, sessionTimeout,
 		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(s.dialer))
 	if err != nil {
 		return nil, fmt.Errorf("zklease: connect: %w", err)
 	}
 	select {
-	case <-w.ready:
+	case s.sessionTimeout = <-w.ready:
 	case <-ctx.Done():
 		err = fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
 	}
@@ -166,8 +166,7 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 // Store made by Dial, on the library's goroutines.
 type watcher struct {
 	store *Store
-	ready chan struct{} // closed once the first session is established
-	once  sync.Once
+	ready chan time.Duration // the negotiated session timeout; Dial takes the first
 }
 
 // authenticatedFormat is what go-zookeeper v1.0.4 logs after each session
@@ -177,11 +176,11 @@ const authenticatedFormat = "authenticated: id=%d, timeout=%d"
 // Printf implements zk.Logger.
 func (w *watcher) Printf(format string, args ...any) {
 	if format == authenticatedFormat && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			w.once.Do(func() {
-				w.store.sessionTimeout = time.Duration(ms) * time.Millisecond // read by Dial after ready
-				close(w.ready)
-			})
+		if ms, ok := args[1].(int32); ok {
+			select {
+			case w.ready <- time.Duration(ms) * time.Millisecond:
+			default: // a later session's
+			}
 		}
 	}
 	if l := w.store.logger; l != nil {
