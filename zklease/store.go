@@ -258,8 +258,10 @@ func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key)
 // remembered returns r's entry, if the Store has one for r.Key.
 func (s *Store) remembered(r driver.Request) (entry, bool) {
 	v, _ := s.entries.Load(r.Token)
-	e, ok := v.(entry)
-	return e, ok && e.key == r.Key
+	if e, ok := v.(entry); ok && e.key == r.Key {
+		return e, true
+	}
+	return entry{}, false
 }
 
 // ensureParent creates key's parent, a container node (the server deletes
