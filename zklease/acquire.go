@@ -14,7 +14,7 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// maxRounds bounds the look-again loop of one Acquire or Inspect: each
+// maxRounds bounds the look-again loop of one Acquire: each
 // round follows the removal of a node below ours.
 const maxRounds = 64
 
