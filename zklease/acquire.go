@@ -14,7 +14,7 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// maxRounds bounds the look-again loop of one Acquire or Inspect: each
+// maxRounds bounds the look-again loop of one Acquire: each
 // round follows the removal of a node below ours.
 const maxRounds = 64
 
@@ -75,58 +75,47 @@ func (s *Store) create(r driver.Request) (entry, error) {
 // refreshed it (Grant.FromQueue), with no write now, so a hand-off costs
 // one listing. Otherwise the lowest node is dropped if its TTL ran out (and
 // settle looks again), or reported in a *lease.HeldError; a queued e stays
-// as the token's entry, refreshed; another fresh e is deleted.
+// as the token's entry, refreshed; another e is deleted.
 func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.Grant, error) {
 	parent := s.parent(r.Key)
-	var now int64  // the server's time of this call's write; 0: none yet
-	fresh := false // e was created by this call
+	var now int64 // the server's time of this call's write; 0: none yet
 	for range maxRounds {
 		err := ctx.Err()
 		if err == nil && e.path == "" {
 			e, err = s.create(r)
-			now, fresh = e.mtime, true
+			now = e.mtime
 		}
 		var nodes []node
 		i := -1
 		if err == nil {
 			nodes, i, err = s.nodes(parent, r.Token)
 		}
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		if i >= 0 && nodes[i].path != e.path {
+		if err == nil && i >= 0 && nodes[i].path != e.path {
 			// An older node of the token (a create cut off by a connection
 			// loss, or another Store's): keep that one.
-			if err := s.dropped(e.path, -1, nil); err != nil {
-				return driver.Grant{}, err
+			if err = s.dropped(e.path, -1, nil); err == nil {
+				e, err = s.read(r.Key, nodes[i].path, false)
 			}
-			if e, err = s.read(r.Key, nodes[i].path, false); err == nil {
+			if err == nil {
 				now, err = s.refresh(r, &e)
 			}
-			if err != nil {
-				return driver.Grant{}, err
-			}
-			fresh = false
+		}
+		if err == nil && i > 0 && now == 0 { // refresh our queued entry: another TTL, and the server's time
+			now, err = s.refresh(r, &e)
 		}
 		switch {
-		case i < 0: // our node is gone: the entry expired and was dropped
-			s.remember(r.Token, nil)
-			if fresh {
-				return driver.Grant{}, fmt.Errorf("our node %s vanished", redactPath(e.path))
-			}
-			e.path = "" // queue again
+		case err != nil:
+			return driver.Grant{}, err
+		case i < 0: // our node is gone (its TTL ran out): queue again
+			s.entries.Delete(r.Token)
+			e.path = ""
 			continue
 		case i == 0:
 			e.held = true
-			s.remember(r.Token, &e)
+			s.entries.Store(r.Token, e)
 			return driver.Grant{Fence: uint64(e.czxid), FromQueue: now == 0}, nil
-		case fresh && r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead
+		case r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead; never an entry queued before
 			return driver.Grant{}, s.dropped(e.path, -1, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
-		}
-		if now == 0 { // refresh the entry: another TTL, and the server's time
-			if now, err = s.refresh(r, &e); err != nil {
-				return driver.Grant{}, err
-			}
 		}
 		// A queued waiter watches its predecessor only (and is the next to
 		// get the key); the node right behind the lowest judges it (and, by
@@ -151,7 +140,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		if !r.Queue {
 			return driver.Grant{}, s.dropped(e.path, -1, held)
 		}
-		s.remember(r.Token, &e)
+		s.entries.Store(r.Token, e)
 		return driver.Grant{}, held
 	}
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
@@ -176,32 +165,29 @@ func (s *Store) holder(key, p string, now int64, drop bool) (driver.Info, error)
 	return driver.Info{}, s.dropped(p, e.version, errAgain)
 }
 
-// Inspect implements driver.Store: the lowest node of key, unless its TTL
-// ran out. A write to the key's parent comes first: it tells the server's
-// time, and the reads after it see every write completed before Inspect.
+// Inspect implements driver.Store: the lowest live node of key, unless its
+// TTL ran out. A write to the key's parent comes first: it tells the
+// server's time, and the reads after it see every write completed before
+// Inspect. A node gone since the listing was released: the next one holds.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if _, err := s.usable(ctx); err != nil {
 		return driver.Info{}, err
 	}
 	parent := s.parent(key)
-	for range maxRounds {
-		pst, err := s.conn.Set(parent, nil, -1)
-		var nodes []node
-		if err == nil {
-			nodes, _, err = s.nodes(parent, "")
-		}
-		if errors.Is(err, zk.ErrNoNode) || err == nil && len(nodes) == 0 {
-			return driver.Info{Key: key}, nil
-		}
-		info := driver.Info{}
-		if err == nil {
-			info, err = s.holder(key, nodes[0].path, pst.Mtime, false)
-		}
-		if err != errAgain {
+	var nodes []node
+	pst, err := s.conn.Set(parent, nil, -1)
+	if err == nil {
+		nodes, _, err = s.nodes(parent, "")
+	}
+	for _, n := range nodes { // none if err
+		if info, err := s.holder(key, n.path, pst.Mtime, false); err != errAgain {
 			return info, wrapped(err, "inspect", key)
 		}
 	}
-	return driver.Info{}, fmt.Errorf("zklease: inspect %q: the nodes kept changing", key)
+	if errors.Is(err, zk.ErrNoNode) {
+		err = nil
+	}
+	return driver.Info{Key: key}, wrapped(err, "inspect", key)
 }
 
 // dropped deletes node p at version (-1: any) and returns err, or the

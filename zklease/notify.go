@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -23,13 +22,10 @@ type watch struct {
 	a    driver.Announcement
 }
 
+// subscription's fields are guarded by its Store's mu.
 type subscription struct {
 	s       *Store
-	done    <-chan struct{} // closed by cancel, in Close
-	cancel  context.CancelFunc
-	changed chan struct{} // a watch was added (capacity 1)
-
-	mu      sync.Mutex
+	changed chan struct{} // a watch was added (capacity 1); closed by Close
 	watches map[watch]<-chan zk.Event
 }
 
@@ -41,12 +37,10 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	done, cancel := context.WithCancel(context.Background())
-	sub := &subscription{s: s, done: done.Done(), cancel: cancel, changed: make(chan struct{}, 1), watches: make(map[watch]<-chan zk.Event)}
+	sub := &subscription{s: s, changed: make(chan struct{}, 1), watches: make(map[watch]<-chan zk.Event)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.subs == nil { // closed
-		cancel()
 		return nil, errClosed
 	}
 	s.subs[sub] = struct{}{}
@@ -55,7 +49,8 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 
 // watch watches the node at path for key and hands the watch to every open
 // subscription, to announce next (if any) on its deletion; errAgain: the
-// node is already gone.
+// node is already gone. A node watched again keeps one entry, the latest
+// watch: both fire.
 func (s *Store) watch(key, next, path string) error {
 	s.mu.Lock()
 	n := len(s.subs)
@@ -72,65 +67,54 @@ func (s *Store) watch(key, next, path string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		sub.add(watch{path: path, a: driver.Announcement{Key: key, Next: next}}, ch)
-	}
-	return nil
-}
-
-// add adds w unless the subscription waits for the same node already.
-func (sub *subscription) add(w watch, ch <-chan zk.Event) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if _, ok := sub.watches[w]; !ok {
-		sub.watches[w] = ch
+		sub.watches[watch{path: path, a: driver.Announcement{Key: key, Next: next}}] = ch
 		select {
 		case sub.changed <- struct{}{}:
 		default:
 		}
 	}
+	return nil
 }
 
 // Next implements driver.Subscription: the announcement of a watched node
-// once it is deleted. A watch that ends without its event (the session
-// expired) is an error: the Client then wakes every waiter.
+// once it is deleted, or once its watch ended without the event (the
+// session ended; or another subscription took the event, and the channel
+// is closed): the waiter then looks again.
 func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) {
 	for {
 		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.done)}, {Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}}
-		var watches []watch // of cases[3:]
-		sub.mu.Lock()
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sub.changed)}}
+		var watches []watch // of cases[2:]
+		sub.s.mu.Lock()
 		for w, ch := range sub.watches {
 			watches = append(watches, w)
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		}
-		sub.mu.Unlock()
-		i, v, ok := reflect.Select(cases)
-		switch i {
-		case 0:
+		sub.s.mu.Unlock()
+		i, _, ok := reflect.Select(cases)
+		switch {
+		case i == 0:
 			return driver.Announcement{}, ctx.Err()
-		case 1:
+		case i == 1 && !ok:
 			return driver.Announcement{}, errSubClosed
-		case 2:
+		case i == 1:
 			continue
 		}
-		w := watches[i-3]
-		sub.mu.Lock()
+		w := watches[i-2]
+		sub.s.mu.Lock()
 		delete(sub.watches, w)
-		sub.mu.Unlock()
-		// A closed channel without a value: another subscription took the
-		// event. Announce it all the same.
-		if ev, _ := v.Interface().(zk.Event); ok && ev.Type == zk.EventNotWatching {
-			return driver.Announcement{}, fmt.Errorf("zklease: watch on %q ended: %w", w.a.Key, ev.Err)
-		}
+		sub.s.mu.Unlock()
 		return w.a, nil
 	}
 }
 
 // Close implements driver.Subscription.
 func (sub *subscription) Close() error {
-	sub.cancel()
 	sub.s.mu.Lock()
-	delete(sub.s.subs, sub)
-	sub.s.mu.Unlock()
+	defer sub.s.mu.Unlock()
+	if _, ok := sub.s.subs[sub]; ok {
+		delete(sub.s.subs, sub)
+		close(sub.changed)
+	}
 	return nil
 }

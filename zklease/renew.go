@@ -14,9 +14,9 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Renew implements driver.Store: a version-checked write of the holder's
-// node, which moves its mtime, the TTL's origin. One round trip for a lease
-// this Store granted; three otherwise (find the node, read it, write it).
+// Renew implements driver.Store: a write of the holder's node, which moves
+// its mtime, the TTL's origin. One round trip for a lease this Store
+// granted; three otherwise (find the node, read it, write it).
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	e, err := s.find(ctx, r)
 	if err == nil && !e.held {
@@ -68,20 +68,15 @@ func (s *Store) read(key, p string, lowest bool) (entry, error) {
 	return entry{key: key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, holder: d.Holder, held: lowest}, nil
 }
 
-// refresh writes r's data to e's node, version-checked, and returns the
-// server's time of the write. A version written by another Store of the
-// same token is read and written again.
+// refresh writes r's data to e's node, whatever its version, and returns
+// the server's time of the write. Only another Store of the same token
+// writes it too, which leaves e's mtime older than the node's: written's
+// judge is then stricter, never laxer. (A judge deleting the node expired
+// checks its version: a renewal racing with it wins.)
 func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
-	st, err := s.conn.Set(e.path, encodeData(r), e.version)
-	if errors.Is(err, zk.ErrBadVersion) {
-		var cur entry
-		if cur, err = s.read(r.Key, e.path, e.held); err == nil {
-			*e = cur
-			st, err = s.conn.Set(e.path, encodeData(r), e.version)
-		}
-	}
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-		s.remember(r.Token, nil)
+	st, err := s.conn.Set(e.path, encodeData(r), -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		s.entries.Delete(r.Token)
 		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
 	} else if err != nil {
 		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
@@ -94,12 +89,12 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 // node goes.
 func (s *Store) written(r driver.Request, e *entry, st *zk.Stat) error {
 	if st.Mtime >= e.mtime+e.ttlMs {
-		s.remember(r.Token, nil)
+		s.entries.Delete(r.Token)
 		_ = s.conn.Delete(e.path, st.Version) // else the next acquirer drops it
 		return errExpired
 	}
 	e.version, e.mtime, e.ttlMs, e.czxid = st.Version, st.Mtime, r.TTL.Milliseconds(), st.Czxid
-	s.remember(r.Token, e)
+	s.entries.Store(r.Token, *e)
 	return nil
 }
 
@@ -130,7 +125,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 			errs[i] = s.Renew(ctx, r)
 			continue
 		}
-		op := &zk.SetDataRequest{Path: e.path, Data: encodeData(r), Version: e.version}
+		op := &zk.SetDataRequest{Path: e.path, Data: encodeData(r), Version: -1}
 		n := multiReqPerOp + len(op.Path) + len(op.Data)
 		if len(ops) > 0 && (size+n > multiBudget || len(ops) == maxMultiOps) {
 			flush()
@@ -165,7 +160,7 @@ const (
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	e, err := s.find(ctx, r)
 	if err == nil {
-		s.remember(r.Token, nil)
+		s.entries.Delete(r.Token)
 		err = s.conn.Delete(e.path, -1)
 	}
 	switch {

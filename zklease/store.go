@@ -29,10 +29,11 @@ type Store struct {
 	config
 	conn *zk.Conn
 
-	mu      sync.Mutex
-	entries map[string]*entry          // by token: the nodes this Store made or found
-	lost    chan struct{}              // closed when the session ends; nil for New and once closed
-	subs    map[*subscription]struct{} // nil once the Store is closed
+	entries sync.Map // token → entry: the nodes this Store made or found
+
+	mu   sync.Mutex
+	lost chan struct{}              // closed when the session ends; nil for New and once closed
+	subs map[*subscription]struct{} // nil once the Store is closed
 }
 
 // entry is what a Store remembers of a token's node, to renew, claim and
@@ -55,36 +56,33 @@ func New(conn *zk.Conn, opts ...Option) (*Store, error) {
 	if conn == nil {
 		return nil, lease.Invalid("store", "nil *zk.Conn")
 	}
-	cfg, err := configure(opts)
-	if err != nil {
-		return nil, err
+	s, err := configure(opts)
+	if err == nil {
+		s.conn = conn
 	}
-	return newStore(conn, cfg), nil
+	return s, err
 }
 
-func configure(opts []Option) (config, error) {
-	cfg := config{root: DefaultRoot, maxWaiters: driver.DefaultMaxWaiters, acl: zk.WorldACL(zk.PermAll)}
+// configure returns a Store, without a connection, configured by opts.
+func configure(opts []Option) (*Store, error) {
+	s := &Store{config: config{root: DefaultRoot, maxWaiters: driver.DefaultMaxWaiters, acl: zk.WorldACL(zk.PermAll)}, subs: make(map[*subscription]struct{})}
 	for _, o := range opts {
 		if o == nil {
-			return cfg, lease.Invalid("option", "nil option")
+			return nil, lease.Invalid("option", "nil option")
 		}
-		o(&cfg)
+		o(&s.config)
 	}
-	switch r := cfg.root; {
+	switch r := s.root; {
 	case r == "/" || path.Clean(r) != r || !path.IsAbs(r) || strings.HasPrefix(r+"/", "/zookeeper/"):
-		return cfg, lease.Invalid("root", "%q is not a clean absolute znode path below / outside /zookeeper", r)
-	case len(cfg.acl) == 0:
-		return cfg, lease.Invalid("acl", "empty ACL")
-	case cfg.maxWaiters < 1:
-		return cfg, lease.Invalid("max waiters", "%d is below 1", cfg.maxWaiters)
-	case cfg.sessionTimeout <= 0:
-		return cfg, lease.Invalid("session timeout", "%v is not positive (New needs WithSessionTimeout)", cfg.sessionTimeout)
+		return nil, lease.Invalid("root", "%q is not a clean absolute znode path below / outside /zookeeper", r)
+	case len(s.acl) == 0:
+		return nil, lease.Invalid("acl", "empty ACL")
+	case s.maxWaiters < 1:
+		return nil, lease.Invalid("max waiters", "%d is below 1", s.maxWaiters)
+	case s.sessionTimeout <= 0:
+		return nil, lease.Invalid("session timeout", "%v is not positive (New needs WithSessionTimeout)", s.sessionTimeout)
 	}
-	return cfg, nil
-}
-
-func newStore(conn *zk.Conn, cfg config) *Store {
-	return &Store{config: cfg, conn: conn, entries: make(map[string]*entry), subs: make(map[*subscription]struct{})}
+	return s, nil
 }
 
 // ErrOpenRoot is returned by Dial when the Store has credentials (WithAuth,
@@ -128,34 +126,33 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 	if len(servers) == 0 {
 		return nil, lease.Invalid("servers", "empty server list")
 	}
-	cfg, err := configure(append(opts[:len(opts):len(opts)], WithSessionTimeout(sessionTimeout)))
+	s, err := configure(append(opts[:len(opts):len(opts)], WithSessionTimeout(sessionTimeout)))
 	if err != nil {
 		return nil, err
 	}
-	if cfg.dialer == nil {
-		cfg.dialer = net.DialTimeout
+	if s.dialer == nil {
+		s.dialer = net.DialTimeout
 	}
-	s := newStore(nil, cfg)
 	s.lost = make(chan struct{}) // Close closes conn
-	w := &watcher{store: s, ready: make(chan struct{})}
+	w := &watcher{store: s, ready: make(chan time.Duration, 1)}
 	conn, _, err := zk.Connect(servers, sessionTimeout,
-		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(cfg.dialer))
+		zk.WithLogger(w), zk.WithLogInfo(true), zk.WithEventCallback(w.event), zk.WithDialer(s.dialer))
 	if err != nil {
 		return nil, fmt.Errorf("zklease: connect: %w", err)
 	}
 	select {
-	case <-w.ready:
+	case s.sessionTimeout = <-w.ready:
 	case <-ctx.Done():
 		err = fmt.Errorf("zklease: no session with %s: %w", strings.Join(servers, ","), ctx.Err())
 	}
-	for i := 0; err == nil && i < len(cfg.auth); i++ {
-		if err = conn.AddAuth(cfg.auth[i].scheme, cfg.auth[i].auth); err != nil {
-			err = fmt.Errorf("zklease: add auth %q: %w", cfg.auth[i].scheme, err)
+	for i := 0; err == nil && i < len(s.auth); i++ {
+		if err = conn.AddAuth(s.auth[i].scheme, s.auth[i].auth); err != nil {
+			err = fmt.Errorf("zklease: add auth %q: %w", s.auth[i].scheme, err)
 		}
 	}
-	if err == nil && !cfg.aclSet && len(cfg.auth) > 0 {
+	if err == nil && !s.aclSet && len(s.auth) > 0 {
 		s.acl = zk.AuthACL(zk.PermAll)
-		err = checkRoot(conn, cfg.root)
+		err = checkRoot(conn, s.root)
 	}
 	if err != nil {
 		conn.Close()
@@ -169,8 +166,7 @@ func Dial(ctx context.Context, servers []string, sessionTimeout time.Duration, o
 // Store made by Dial, on the library's goroutines.
 type watcher struct {
 	store *Store
-	ready chan struct{} // closed once the first session is established
-	once  sync.Once
+	ready chan time.Duration // the negotiated session timeout; Dial takes the first
 }
 
 // authenticatedFormat is what go-zookeeper v1.0.4 logs after each session
@@ -180,11 +176,11 @@ const authenticatedFormat = "authenticated: id=%d, timeout=%d"
 // Printf implements zk.Logger.
 func (w *watcher) Printf(format string, args ...any) {
 	if format == authenticatedFormat && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			w.once.Do(func() {
-				w.store.sessionTimeout = time.Duration(ms) * time.Millisecond // read by Dial after ready
-				close(w.ready)
-			})
+		if ms, ok := args[1].(int32); ok {
+			select {
+			case w.ready <- time.Duration(ms) * time.Millisecond:
+			default: // a later session's
+			}
 		}
 	}
 	if l := w.store.logger; l != nil {
@@ -211,7 +207,7 @@ func (s *Store) sessionEnded() {
 	if s.subs != nil { // not closed
 		s.lost = make(chan struct{})
 	}
-	clear(s.entries)
+	s.entries.Clear()
 }
 
 // Conn returns the ZooKeeper connection the Store uses.
@@ -231,7 +227,7 @@ func (s *Store) Caps() driver.Caps {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for sub := range s.subs {
-		sub.cancel()
+		close(sub.changed)
 	}
 	own := s.lost != nil && s.subs != nil // made by Dial, and not closed yet
 	s.subs = nil
@@ -259,23 +255,11 @@ func (s *Store) usable(ctx context.Context) (<-chan struct{}, error) {
 // parent is the znode of key.
 func (s *Store) parent(key string) string { return s.root + "/" + escapeKey(key) }
 
-// remember records e as r's entry, or forgets r's entry if e is nil.
-func (s *Store) remember(token string, e *entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e == nil {
-		delete(s.entries, token)
-	} else {
-		s.entries[token] = e
-	}
-}
-
-// remembered returns a copy of r's entry, if the Store has one for r.Key.
+// remembered returns r's entry, if the Store has one for r.Key.
 func (s *Store) remembered(r driver.Request) (entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.entries[r.Token]; ok && e.key == r.Key {
-		return *e, true
+	v, _ := s.entries.Load(r.Token)
+	if e, ok := v.(entry); ok && e.key == r.Key {
+		return e, true
 	}
 	return entry{}, false
 }
