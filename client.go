@@ -115,7 +115,7 @@ func (c *Client) validKey(key string) error {
 }
 
 // TryAcquire acquires key if it is free and returns at once otherwise, with
-// a *HeldError. Leases are not reentrant: a key this Client holds is refused
+// a *HeldError. Unless WithReentrant, a key this Client holds is refused
 // (HeldError.Self), whichever goroutine asks.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
@@ -133,8 +133,8 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
 	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
-		if err := c.own(key); err != nil {
-			return nil, err
+		if l, err := c.own(key, p); l != nil || err != nil {
+			return l, err
 		}
 		req := c.request(key, p, c.fifo) // FIFO: the waiter's place for the whole wait
 		var token string                 // the hub wakes a queued waiter only when it is next
@@ -187,7 +187,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		stop()
 		cancel(nil)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.ttl)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.TTL())
 		defer rcancel()
 		err = errors.Join(err, l.Release(rctx))
 	}()
@@ -219,13 +219,16 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	held := slices.Collect(maps.Keys(c.leases))
+	for _, l := range held {
+		l.holds = 0
+	}
 	c.mu.Unlock()
 
 	errs := make([]error, len(held))
 	var wg sync.WaitGroup
 	for i, l := range held {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), min(l.p.ttl, 10*time.Second))
+			ctx, cancel := context.WithTimeout(context.Background(), min(l.TTL(), 10*time.Second))
 			defer cancel()
 			if err := l.Release(ctx); errors.Is(err, ErrNotHeld) {
 				c.log.Warn("lease: on close, the store no longer held the lease", "key", l.req.Key, "err", err)
@@ -258,8 +261,8 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", req.Key, err)
 	}
-	if err := c.own(req.Key); err != nil {
-		return nil, err
+	if l, err := c.own(req.Key, p); l != nil || err != nil {
+		return l, err
 	}
 	sent := c.clock.Now()
 	// The call outlives ctx by a grace, so that its write lands before the
@@ -269,8 +272,8 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	stop()
 	switch {
 	case errors.Is(err, ErrHeld):
-		if own := c.own(req.Key); own != nil {
-			return nil, own // another goroutine of this Client won meanwhile
+		if l, own := c.own(req.Key, p); l != nil || own != nil {
+			return l, own // another goroutine of this Client won meanwhile
 		}
 		*refused = sent
 		return nil, err
@@ -313,18 +316,23 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	return l, nil
 }
 
-// own refuses an acquisition of key once c is closed (ErrClosed) or while a
-// lease of c holds key (a *HeldError with Self set).
-func (c *Client) own(key string) error {
+// own refuses an acquisition of key with p once c is closed (ErrClosed) or
+// while a lease of c holds key (a *HeldError with Self set), unless both
+// are reentrant: it then returns that lease, with one more hold.
+func (c *Client) own(key string, p params) (*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l := c.byKey[key]; l != nil {
-		return &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true, Remaining: max(l.deadline.Sub(c.clock.Now()), 0)}
+		if p.reentry && l.p.reentry {
+			l.holds++
+			return l, nil
+		}
+		return nil, &HeldError{Key: key, Holder: l.req.Holder, Fence: l.fence, Self: true, Remaining: max(l.deadline.Sub(c.clock.Now()), 0)}
 	}
 	if c.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	return nil
+	return nil, nil
 }
 
 // forgetLocked removes l from the held leases; the caller holds c.mu.

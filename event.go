@@ -32,6 +32,7 @@ const (
 	LossDeadline LossReason = "deadline" // no successful renewal before the local deadline
 	LossNotHeld  LossReason = "not_held" // the store no longer held the token
 	LossSession  LossReason = "session"  // the store's session under the lease died
+	LossMaxHold  LossReason = "max_hold" // held for WithMaxHold's duration: given up
 )
 
 // Event is one thing that happened to a lease (or a failed acquisition),

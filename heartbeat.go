@@ -17,8 +17,12 @@ import (
 // renewals themselves run in their own goroutines, so a store call that hangs
 // can never delay a loss: losses are decided here, by the clock alone.
 
-// errDeadline is the cause of a LossDeadline when no renewal error was seen.
-var errDeadline = errors.New("no successful renewal before the local deadline")
+// The causes of a LossDeadline when no renewal error was seen, and of a
+// LossMaxHold.
+var (
+	errDeadline = errors.New("no successful renewal before the local deadline")
+	errMaxHold  = errors.New("held for the maximum hold time (WithMaxHold)")
+)
 
 func (c *Client) heartbeat() {
 	for {
@@ -80,12 +84,17 @@ func (c *Client) tick() time.Time {
 	// trip.
 	align := false
 	for l := range c.leases {
-		if l.inflight == nil && !now.Before(l.nextRenew) {
+		if l.inflight == nil && !l.p.manual && !now.Before(l.nextRenew) {
 			align = true
 			break
 		}
 	}
 	for l := range c.leases {
+		if !l.giveUp.IsZero() && !now.Before(l.giveUp) {
+			evs = append(evs, c.loseLocked(l, LossMaxHold, errMaxHold))
+			lost = append(lost, l)
+			continue
+		}
 		if !now.Before(l.deadline) {
 			var cause error = errDeadline
 			if l.failures > 0 {
@@ -98,7 +107,10 @@ func (c *Client) tick() time.Time {
 		if l.deadline.Before(next) {
 			next = l.deadline
 		}
-		if l.inflight != nil {
+		if !l.giveUp.IsZero() && l.giveUp.Before(next) {
+			next = l.giveUp
+		}
+		if l.inflight != nil || l.p.manual {
 			continue
 		}
 		at := l.nextRenew

@@ -29,15 +29,21 @@ type Lease struct {
 	lastFailure error         // the last renewal error
 	inflight    chan struct{} // non-nil while a renewal is in flight; closed after
 	watch       *lostWatch    // the watch of its Grant.Lost channel, if any
+	giveUp      time.Time     // lost at this instant (WithMaxHold); zero: never
+	holds       int           // re-entries (WithReentrant) not released yet
 }
 
 // newLease returns a lease whose TTL started at from.
 func newLease(c *Client, req driver.Request, p params, fence uint64, from time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Lease{
+	l := &Lease{
 		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
 		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: from.Add(p.renew),
 	}
+	if p.maxHold > 0 {
+		l.giveUp = from.Add(p.maxHold)
+	}
+	return l
 }
 
 // Key returns the lease's key.
@@ -49,8 +55,12 @@ func (l *Lease) Token() string { return l.req.Token }
 // Holder returns the holder's identity.
 func (l *Lease) Holder() string { return l.p.holder }
 
-// TTL returns the lease's TTL.
-func (l *Lease) TTL() time.Duration { return l.p.ttl }
+// TTL returns the lease's TTL (see Extend).
+func (l *Lease) TTL() time.Duration {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.p.ttl
+}
 
 // Fence returns the fencing token (see the package doc).
 func (l *Lease) Fence() uint64 { return l.fence }
@@ -81,15 +91,21 @@ func (l *Lease) Remaining() time.Duration {
 	return max(l.deadline.Sub(now), 0)
 }
 
-// Release frees the key in the store if it still holds this token. The
-// error matches ErrReleased for a second Release, ErrLost for a lost lease,
-// ErrNotHeld if the store no longer had the token.
+// Release frees the key in the store if it still holds this token (of a
+// reentrant lease, once every hold was released). The error matches
+// ErrReleased for a second Release, ErrLost for a lost lease, ErrNotHeld if
+// the store no longer had the token.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
 	c.mu.Lock()
 	if err := l.err; err != nil {
 		c.mu.Unlock()
 		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
+	}
+	if l.holds > 0 {
+		l.holds--
+		c.mu.Unlock()
+		return nil
 	}
 	l.err = ErrReleased
 	c.forgetLocked(l)

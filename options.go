@@ -26,7 +26,10 @@ type params struct {
 	drift    time.Duration // valid when driftSet
 	driftSet bool          // WithDriftMargin was given
 	holder   string
-	tag      string // follows holder in the store (a semaphore's n)
+	tag      string        // follows holder in the store (a semaphore's n)
+	maxHold  time.Duration // 0: no limit
+	manual   bool          // the caller renews (WithManualRenew)
+	reentry  bool          // WithReentrant
 }
 
 type config struct {
@@ -73,6 +76,23 @@ func WithDriftMargin(d time.Duration) LeaseOption {
 // "hostname:pid"), shown to others in HeldError and Inspect.
 func WithHolder(h string) LeaseOption { return func(p *params) { p.holder = h } }
 
+// WithMaxHold gives a lease up d after its acquisition, even while healthy:
+// the Client releases it and its Context ends with a *LostError whose
+// Reason is LossMaxHold (0: no limit).
+func WithMaxHold(d time.Duration) LeaseOption { return func(p *params) { p.maxHold = d } }
+
+// WithManualRenew leaves the renewals to the caller ([Lease.Renew]), for a
+// process that may not run between calls (a serverless handler). The local
+// deadline still applies: a lease not renewed within TTL minus the drift
+// margin is lost.
+func WithManualRenew() LeaseOption { return func(p *params) { p.manual = true } }
+
+// WithReentrant lets an acquisition of a key this Client holds succeed at
+// once with the same *Lease, when both acquisitions ask for it: each one
+// counts a hold, each Release drops one, and the last frees the key. The
+// second acquisition's other options are ignored.
+func WithReentrant() LeaseOption { return func(p *params) { p.reentry = true } }
+
 // WithObserver adds an Observer of lease events; each observer given
 // receives every event, in the order given.
 func WithObserver(o Observer) Option {
@@ -112,6 +132,9 @@ func defaultHolder() string {
 // resolve fills defaults in p and validates it against the store's limits.
 func (p params) resolve(lim driver.Caps) (params, error) {
 	p.ttl = cmp.Or(p.ttl, DefaultTTL)
+	if p.maxHold < 0 {
+		return p, Invalid("max hold", "%v is negative", p.maxHold)
+	}
 	minTTL := max(MinTTL, lim.MinTTL)
 	if p.ttl < minTTL {
 		return p, Invalid("ttl", "%v is below the minimum %v", p.ttl, minTTL)
