@@ -23,11 +23,16 @@ func (l *Lease) Renew(ctx context.Context) error { return l.renewNow(ctx, "renew
 // an acquisition's, and renews it now as Renew does. A renew interval or
 // drift margin that was the default (TTL/3, TTL/10+1ms) follows the new TTL;
 // an explicit one stays and must suit it. WithMaxHold's limit does not move.
+// A store whose leases keep their first TTL (driver.Caps.FixedTTL: etcd,
+// PostgreSQL advisory locks) refuses another with errors.ErrUnsupported.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	c.mu.Lock()
 	p := l.p
 	c.mu.Unlock()
+	if c.caps.FixedTTL && ttl != p.ttl {
+		return fmt.Errorf("lease: extend %q: the store keeps a lease's first TTL (%v): %w", l.req.Key, p.ttl, errors.ErrUnsupported)
+	}
 	if p.renew == p.ttl/3 {
 		p.renew = 0
 	}

@@ -124,6 +124,10 @@ type Caps struct {
 	// MaxWaiters is the cap of live waiters per key of a FIFO store, between
 	// 1 and MaxMaxWaiters; 0 means DefaultMaxWaiters.
 	MaxWaiters int
+	// FixedTTL says a lease keeps the TTL it was granted with: Renew renews
+	// it by that TTL whatever Request.TTL says (an etcd lease, the session of
+	// an advisory lock), so the Client refuses Lease.Extend.
+	FixedTTL bool
 }
 
 // DefaultMaxWaiters is the default cap of live waiters per key of a FIFO

@@ -78,7 +78,7 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Caps reports etcd's TTL range, the FIFO queue and its cap.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters}
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true}
 }
 
 // Close does nothing: the store owns no resources (subscriptions are closed

@@ -11,8 +11,8 @@ import (
 )
 
 // testExtendManual: Extend gives a lease the heartbeat does not renew a
-// longer TTL in the store, which keeps it past its first TTL; Renew then
-// renews it.
+// longer TTL in the store, which keeps it past its first TTL (a FixedTTL
+// store refuses, and Renew keeps the lease instead); Renew then renews it.
 func testExtendManual(e *env) {
 	s := e.store()
 	ext := e.longTTL(s)
@@ -22,11 +22,24 @@ func testExtendManual(e *env) {
 	c, other := e.client(s), e.client(e.store())
 	key := e.key("extend")
 	l := e.tryAcquire(c, key, lease.WithManualRenew())
-	if err := l.Extend(e.ctx, ext); err != nil {
+	err := l.Extend(e.ctx, ext)
+	switch {
+	case s.Caps().FixedTTL && (!errors.Is(err, errors.ErrUnsupported) || l.Err() != nil || l.TTL() != e.ttl):
+		e.t.Fatalf("Extend on a FixedTTL store = %v (Err %v, TTL %v), want ErrUnsupported and the lease unchanged", err, l.Err(), l.TTL())
+	case s.Caps().FixedTTL:
+		ext = e.ttl
+		for range 4 { // past the first TTL, renewed by hand
+			e.sleep(e.ttl / 3)
+			if err := l.Renew(e.ctx); err != nil {
+				e.t.Fatalf("Renew: %v", err)
+			}
+		}
+	case err != nil:
 		e.t.Fatalf("Extend(%v): %v", ext, err)
+	default:
+		e.sleep(e.expiryWait()) // past the first TTL, with no renewal
 	}
-	e.sleep(e.expiryWait()) // past the first TTL, with no renewal
-	_, err := other.TryAcquire(e.ctx, key)
+	_, err = other.TryAcquire(e.ctx, key)
 	e.wantHeld(err, key, c.Holder(), l.Fence())
 	if err := l.Renew(e.ctx); err != nil {
 		e.t.Fatalf("Renew of the extended lease: %v", err)

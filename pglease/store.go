@@ -98,7 +98,7 @@ func (b *base) Channel() string { return b.channelName }
 
 // Caps reports a FIFO store with the Client's limits (and MaxAdvisoryTTL).
 func (b *base) Caps() driver.Caps {
-	return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters, MaxTTL: b.maxTTL}
+	return driver.Caps{FIFO: true, MaxWaiters: b.maxWaiters, MaxTTL: b.maxTTL, FixedTTL: b.maxTTL > 0}
 }
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
