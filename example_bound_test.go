@@ -1,4 +1,4 @@
-// Runnable examples of bounded, manual and reentrant leases, on the in-memory store.
+// Runnable examples of bounded, manual, reentrant and multi-key leases, on the in-memory store.
 
 package lease_test
 
@@ -89,4 +89,30 @@ func ExampleWithReentrant() {
 	// same lease, same fence: true true
 	// held after the inner release: true
 	// released after the outer one: true
+}
+
+// A transfer between two accounts holds both keys or neither, whatever
+// order other transfers ask for them in; each key has its own fence.
+func ExampleClient_AcquireAll() {
+	ctx := context.Background()
+	c, err := lease.New(memlease.New())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	m, err := c.AcquireAll(ctx, "account:7", "account:3")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range m.Leases() {
+		fmt.Println(l.Key(), "fence", l.Fence())
+	}
+	// ... debit one, credit the other, passing m.Fence(key) with each write ...
+	if err := m.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// account:3 fence 1
+	// account:7 fence 1
 }

@@ -89,6 +89,7 @@ var cases = []struct {
 	{"ExtendManual", testExtendManual},
 	{"MaxHold", testMaxHold},
 	{"Reentrant", testReentrant},
+	{"AcquireAll", testAcquireAll},
 	{"BatchRenew", testBatchRenew},
 	{"Inspect", testInspect},
 	{"ElectionBasics", testElectionBasics},

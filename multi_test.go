@@ -1,0 +1,126 @@
+// Client.AcquireAll: all or none, no deadlock, one context for the set.
+
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/memlease"
+)
+
+// TestAcquireAllOverlapping: clients asking for overlapping sets in
+// different orders all get through, and no key is ever used twice at once.
+func TestAcquireAllOverlapping(t *testing.T) {
+	st := memlease.New()
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sets := [][]string{{"a", "b", "c"}, {"c", "b"}, {"b", "a"}, {"c", "a"}, {"a", "c", "b"}}
+	var inUse sync.Map // key -> *atomic.Int32
+	for _, k := range []string{"a", "b", "c"} {
+		inUse.Store(k, new(atomic.Int32))
+	}
+	var wg sync.WaitGroup
+	for i, set := range sets {
+		c, err := lease.New(st.Handle(), lease.WithTTL(time.Second), lease.WithHolder(fmt.Sprint("w", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Go(func() {
+			for range 20 {
+				m, err := c.AcquireAll(ctx, set...)
+				if err != nil {
+					t.Errorf("AcquireAll(%v): %v", set, err)
+					return
+				}
+				for _, k := range set {
+					if n, _ := inUse.Load(k); n.(*atomic.Int32).Add(1) != 1 {
+						t.Errorf("key %s used by two holders at once", k)
+					}
+					if m.Fence(k) == 0 {
+						t.Errorf("no fence for %s", k)
+					}
+				}
+				time.Sleep(time.Millisecond)
+				for _, k := range set {
+					n, _ := inUse.Load(k)
+					n.(*atomic.Int32).Add(-1)
+				}
+				if err := m.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestAcquireAllNone: a key held elsewhere until ctx ends leaves none held;
+// bad key lists are refused.
+func TestAcquireAllNone(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	other := f.other(t)
+	b, err := other.TryAcquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.c.AcquireAll(wctx, "a", "b")
+		done <- err
+	}()
+	until(t, "AcquireAll waiting for b", func() bool { return f.clk.Timers() >= 2 })
+	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
+		t.Errorf("a is held while AcquireAll waits for b: %+v", info)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, lease.ErrHeld) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("AcquireAll = %v, want ErrHeld and context.Canceled", err)
+	}
+	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
+		t.Errorf("a is held after AcquireAll failed: %+v", info)
+	}
+	for _, keys := range [][]string{nil, {"a", "a"}, {"a", ""}} {
+		if _, err := f.c.AcquireAll(ctx, keys...); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("AcquireAll(%q) = %v, want ErrInvalid", keys, err)
+		}
+	}
+}
+
+// TestAcquireAllContext: the set's context ends when one lease is lost.
+func TestAcquireAllContext(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m, err := f.c.AcquireAll(ctx, "x", "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := m.Leases()[1]
+	if err := f.mem.Handle().Release(ctx, driver.Request{Key: y.Key(), Token: y.Token()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(lease.DefaultTTL / 3) // the renewal finds y gone
+	select {
+	case <-m.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the set's context did not end when y was lost")
+	}
+	if !errors.Is(context.Cause(m.Context()), lease.ErrLost) || !errors.Is(m.Err(), lease.ErrLost) {
+		t.Errorf("cause %v, Err %v; want ErrLost", context.Cause(m.Context()), m.Err())
+	}
+	if err := m.Release(ctx); !errors.Is(err, lease.ErrLost) || m.Leases()[0].Err() == nil {
+		t.Errorf("Release = %v, want y's ErrLost, and x released", err)
+	}
+}
