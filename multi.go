@@ -26,6 +26,16 @@ type Multi struct {
 // so clients asking for overlapping sets in any order cannot deadlock.
 // Keys must be distinct; on an error, none is held.
 func (c *Client) AcquireAll(ctx context.Context, keys ...string) (*Multi, error) {
+	return c.acquireAll(ctx, keys, true)
+}
+
+// TryAcquireAll acquires every key or none, without waiting: if a key is
+// held, it releases the others and returns that key's *HeldError.
+func (c *Client) TryAcquireAll(ctx context.Context, keys ...string) (*Multi, error) {
+	return c.acquireAll(ctx, keys, false)
+}
+
+func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Multi, error) {
 	sorted := slices.Sorted(slices.Values(keys))
 	if len(keys) == 0 || len(slices.Compact(slices.Clone(sorted))) != len(keys) {
 		return nil, Invalid("keys", "%d keys, want one or more, all distinct", len(keys))
@@ -46,7 +56,7 @@ func (c *Client) AcquireAll(ctx context.Context, keys ...string) (*Multi, error)
 		}
 		l, err := c.TryAcquire(ctx, k)
 		var he *HeldError
-		if errors.As(err, &he) && !he.Self {
+		if errors.As(err, &he) && !he.Self && wait {
 			releaseAll() // wait for k holding nothing, then try every key again
 			l, err = c.Acquire(ctx, k)
 			i = -1

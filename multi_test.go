@@ -81,7 +81,7 @@ func TestAcquireAllNone(t *testing.T) {
 		_, err := f.c.AcquireAll(wctx, "a", "b")
 		done <- err
 	}()
-	until(t, "AcquireAll waiting for b", func() bool { return f.clk.Timers() >= 2 })
+	until(t, "AcquireAll waiting for b", func() bool { return f.clk.Timers() >= 3 }) // two heartbeats and its wait
 	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
 		t.Errorf("a is held while AcquireAll waits for b: %+v", info)
 	}
@@ -91,6 +91,12 @@ func TestAcquireAllNone(t *testing.T) {
 	}
 	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
 		t.Errorf("a is held after AcquireAll failed: %+v", info)
+	}
+	if _, err := f.c.TryAcquireAll(ctx, "a", "b"); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("TryAcquireAll with b held = %v, want ErrHeld", err)
+	}
+	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
+		t.Errorf("a is held after TryAcquireAll failed: %+v", info)
 	}
 	for _, keys := range [][]string{nil, {"a", "a"}, {"a", ""}} {
 		if _, err := f.c.AcquireAll(ctx, keys...); !errors.Is(err, lease.ErrInvalid) {

@@ -44,7 +44,10 @@
 // SIGUSR1 and SIGUSR2 sent to lease are forwarded to CMD's process group. If
 // the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
 // --grace. If lease itself is killed with kill -9, the lease expires after
-// --ttl. $LEASE_STORE, whose URL may hold a password, is removed from CMD's
+// --ttl. --key repeated holds every key or none (Client.AcquireAll); CMD
+// then gets LEASE_KEY_COUNT, and LEASE_KEY_i, LEASE_TOKEN_i and
+// LEASE_FENCE_i for i from 1, in key order, instead of the three without i.
+// $LEASE_STORE, whose URL may hold a password, is removed from CMD's
 // environment unless --pass-store is given.
 //
 // On Linux no process of CMD outlives lease run. CMD runs under a supervisor

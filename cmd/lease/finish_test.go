@@ -58,7 +58,7 @@ func TestFinish(t *testing.T) {
 	t.Run("held", func(t *testing.T) {
 		s := memlease.New()
 		l := acquireOn(t, s, 10*time.Second)
-		if code := finish(l, 3, log); code != 3 {
+		if code := finish(l, l.TTL(), 3, log); code != 3 {
 			t.Errorf("exit %d, want the command's 3", code)
 		}
 		if info, err := s.Inspect(context.Background(), "k"); err != nil || info.Held {
@@ -74,7 +74,7 @@ func TestFinish(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the lease was not lost")
 		}
-		if code := finish(l, 0, log); code != exitLost {
+		if code := finish(l, l.TTL(), 0, log); code != exitLost {
 			t.Errorf("exit %d, want %d", code, exitLost)
 		}
 	})
@@ -85,7 +85,7 @@ func TestFinish(t *testing.T) {
 		if l.Err() != nil {
 			t.Fatalf("the lease is already lost: %v", l.Err())
 		}
-		if code := finish(l, 0, log); code != exitLost {
+		if code := finish(l, l.TTL(), 0, log); code != exitLost {
 			t.Errorf("exit %d, want %d", code, exitLost)
 		}
 	})

@@ -226,6 +226,34 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
+// TestRunSeveralKeys: repeated --key holds every key or none; the command
+// gets each key's fence, in key order.
+func TestRunSeveralKeys(t *testing.T) {
+	store, key := fileStore(t), uniqueKey(t)
+	a, b := key+":a", key+":b"
+	out := filepath.Join(t.TempDir(), "env")
+	r := lease(t, "run", "--store", store, "--key", b, "--key", a, "--",
+		"sh", "-c", `printf '%s %s %s %s %s\n' "$LEASE_KEY_COUNT" "$LEASE_KEY_1" "$LEASE_FENCE_1" "$LEASE_KEY_2" "$LEASE_FENCE_2" > "$0"`, out)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("2 %s 1 %s 1\n", a, b); string(got) != want {
+		t.Errorf("child saw %q, want %q", got, want)
+	}
+	holdInBackground(t, store, b)
+	r = lease(t, "run", "--store", store, "--key", a, "--key", b, "--no-wait", "--", "true")
+	if r.code != 75 || !strings.Contains(r.stderr, "background") {
+		t.Errorf("--no-wait with %s held: exit %d, want 75 and the holder named; stderr:\n%s", b, r.code, r.stderr)
+	}
+	if statusOf(t, store, a).Held {
+		t.Errorf("%s is held after lease run gave up on %s", a, b)
+	}
+}
+
 // holdInBackground runs "lease run -- sleep 60" on key and waits until the
 // store shows it held.
 func holdInBackground(t *testing.T, store, key string, extra ...string) *proc {

@@ -23,7 +23,8 @@ import (
 
 type runFlags struct {
 	common
-	key         string
+	key         string   // the first --key
+	keys        []string // every --key
 	ttl         time.Duration
 	noWait      bool
 	timeout     time.Duration
@@ -41,7 +42,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	var f runFlags
 	fs := newFlagSet("run", "[flags] -- CMD [ARGS...]", stderr)
 	f.common.register(fs)
-	fs.StringVar(&f.key, "key", "", "lease key (required)")
+	fs.Func("key", "lease key (required; repeat it to hold several keys, all or none)", func(k string) error {
+		f.keys = append(f.keys, k)
+		return nil
+	})
 	fs.DurationVar(&f.ttl, "ttl", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
 	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
@@ -54,6 +58,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	argv := fs.Args()
+	if len(f.keys) > 0 {
+		f.key = f.keys[0]
+	}
 	switch {
 	case f.key == "":
 		return fail(stderr, "run", exitUsage, "--key is required")
@@ -106,7 +113,11 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		return fail(stderr, "run", code, "%v", err)
 	}
 	defer store.Close()
-	log = log.With("key", f.key)
+	if len(f.keys) > 1 {
+		log = log.With("keys", f.keys)
+	} else {
+		log = log.With("key", f.key)
+	}
 
 	metrics := leaseprom.New(metricsOpts(f.keyLabel)...)
 	if f.metricsAddr != "" {
@@ -126,8 +137,21 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 	defer client.Close()
 
-	l, code := f.acquire(ctx, client, safeURL, log, stderr)
-	if l == nil {
+	var h holding
+	var env []string
+	code = exitOK
+	if len(f.keys) > 1 {
+		var m *lease.Multi
+		if m, code = f.acquireAll(ctx, client, safeURL, stderr); m != nil {
+			h, env = m, childEnv(m.Leases(), f.passStore)
+		}
+	} else {
+		var l *lease.Lease
+		if l, code = f.acquire(ctx, client, safeURL, log, stderr); l != nil {
+			h, env = l, childEnv([]*lease.Lease{l}, f.passStore)
+		}
+	}
+	if h == nil {
 		if caught != nil {
 			return signalExit(caught)
 		}
@@ -136,12 +160,20 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	close(stopWatch)
 	<-watchDone
 	if caught != nil { // a signal came just as the lease was acquired
-		_ = l.Release(context.Background())
+		_ = h.Release(context.Background())
 		return signalExit(caught)
 	}
-	log.Info("lease acquired, starting the command", "fence", l.Fence(), "holder", l.Holder(), "ttl", l.TTL(), "command", argv[0])
-	code = f.supervise(argv, l, sigs, log, stderr)
-	return finish(l, code, log)
+	log.Info("lease acquired, starting the command", "fences", fences(env), "holder", client.Holder(), "ttl", f.ttl, "command", argv[0])
+	code = f.supervise(argv, h, env, sigs, log, stderr)
+	return finish(h, f.ttl, code, log)
+}
+
+// holding is what lease run holds while the command runs: one lease, or a
+// *lease.Multi for several --key.
+type holding interface {
+	Context() context.Context
+	Err() error
+	Release(ctx context.Context) error
 }
 
 // finish releases l once the command has ended with code and returns lease
@@ -150,7 +182,7 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 // supervise (the command exited first), or not at all: the release then
 // finds that the store no longer holds our token (it expired, or the store
 // lost it and someone else acquired it).
-func finish(l *lease.Lease, code int, log *slog.Logger) int {
+func finish(l holding, ttl time.Duration, code int, log *slog.Logger) int {
 	if err := l.Err(); errors.Is(err, lease.ErrLost) {
 		if code != exitLost {
 			log.Error("the lease was lost while the command ran", "err", err, "command_exit", code, "exit_code", exitLost)
@@ -159,12 +191,12 @@ func finish(l *lease.Lease, code int, log *slog.Logger) int {
 	}
 	// The release may take as long as the lease lasts: after that the store
 	// frees the key anyway.
-	rctx, rcancel := context.WithTimeout(context.Background(), l.TTL())
+	rctx, rcancel := context.WithTimeout(context.Background(), ttl)
 	defer rcancel()
 	err := l.Release(rctx)
 	switch {
 	case err == nil:
-		log.Info("lease released", "fence", l.Fence(), "exit_code", code)
+		log.Info("lease released", "exit_code", code)
 		return code
 	case errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLost):
 		log.Error("the lease was lost while the command ran: the store no longer held it at release", "err", err, "command_exit", code, "exit_code", exitLost)
@@ -177,33 +209,43 @@ func finish(l *lease.Lease, code int, log *slog.Logger) int {
 // probeTimeout bounds lease run's first look at the store and first attempt.
 const probeTimeout = 15 * time.Second
 
+// waitCtx bounds the wait for the lease by --timeout.
+func (f *runFlags) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout > 0 && !f.noWait {
+		return context.WithTimeout(ctx, f.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// notAcquired reports err, the failure to acquire key within wctx (ctx
+// ended: a signal), and returns lease run's exit code.
+func (f *runFlags) notAcquired(ctx, wctx context.Context, key string, err error, safeURL string, stderr io.Writer) int {
+	var full *lease.QueueFullError
+	switch {
+	case errors.Is(err, lease.ErrInvalid):
+		return fail(stderr, "run", exitUsage, "%v", err)
+	case errors.As(err, &full):
+		return fail(stderr, "run", exitNotAcquired, "lease %q not acquired: its queue of waiters is full (max_waiters=%d); try again later", key, full.Max)
+	case ctx.Err() != nil: // a signal: the caller exits 128+N
+		return exitNotAcquired
+	case wctx.Err() != nil:
+		return fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", key, f.timeout)
+	}
+	// The acquisition is what the user asked for, whichever call failed.
+	err = stripOp(stripOp(err, "inspect", key), "acquire", key)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %v: %w", probeTimeout, err)
+	}
+	return fail(stderr, "run", exitUnavailable, "acquire %q: store %s: %v", key, safeURL, err)
+}
+
 // acquire takes the lease as the flags ask; on failure it returns a nil
 // lease and the exit code.
 func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string, log *slog.Logger, stderr io.Writer) (*lease.Lease, int) {
-	wctx := ctx
-	if f.timeout > 0 && !f.noWait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	wctx, cancel := f.waitCtx(ctx)
+	defer cancel()
 	notAcquired := func(err error) (*lease.Lease, int) {
-		var full *lease.QueueFullError
-		switch {
-		case errors.Is(err, lease.ErrInvalid):
-			return nil, fail(stderr, "run", exitUsage, "%v", err)
-		case errors.As(err, &full):
-			return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired: its queue of waiters is full (max_waiters=%d); try again later", f.key, full.Max)
-		case ctx.Err() != nil: // a signal: the caller exits 128+N
-			return nil, exitNotAcquired
-		case wctx.Err() != nil:
-			return nil, fail(stderr, "run", exitNotAcquired, "lease %q not acquired within --timeout %v", f.key, f.timeout)
-		}
-		// The acquisition is what the user asked for, whichever call failed.
-		err = stripOp(stripOp(err, "inspect", f.key), "acquire", f.key)
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %v: %w", probeTimeout, err)
-		}
-		return nil, fail(stderr, "run", exitUnavailable, "acquire %q: store %s: %v", f.key, safeURL, err)
+		return nil, f.notAcquired(ctx, wctx, f.key, err, safeURL, stderr)
 	}
 	// A look first, read-only: a wrong address or password fails at once
 	// instead of being retried for as long as the wait lasts, and without a
@@ -234,6 +276,33 @@ func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string,
 	return l, exitOK
 }
 
+// acquireAll takes every --key or none (Client.AcquireAll), after a
+// read-only look at each; with --no-wait, one try of each, in key order.
+func (f *runFlags) acquireAll(ctx context.Context, c *lease.Client, safeURL string, stderr io.Writer) (*lease.Multi, int) {
+	wctx, cancel := f.waitCtx(ctx)
+	defer cancel()
+	tctx, tcancel := context.WithTimeout(wctx, probeTimeout)
+	defer tcancel()
+	for _, k := range f.keys {
+		if _, err := c.Inspect(tctx, k); err != nil {
+			return nil, f.notAcquired(ctx, wctx, k, err, safeURL, stderr)
+		}
+	}
+	acquire := c.AcquireAll
+	if f.noWait {
+		acquire = c.TryAcquireAll
+	}
+	m, err := acquire(wctx, f.keys...)
+	var held *lease.HeldError
+	switch {
+	case err == nil:
+		return m, exitOK
+	case f.noWait && errors.As(err, &held):
+		return nil, fail(stderr, "run", exitNotAcquired, "not acquired (--no-wait): %v", held)
+	}
+	return nil, f.notAcquired(ctx, wctx, strings.Join(f.keys, ","), err, safeURL, stderr)
+}
+
 // stripOp removes from err the layers that only say which operation on key
 // failed ("lease: inspect \"k\": ", "redislease: inspect \"k\": "), so that
 // lease run can name the operation the user asked for instead.
@@ -252,21 +321,32 @@ func stripOp(err error, op, key string) error {
 	}
 }
 
-// childEnv returns the environment of the command: ours plus the lease's,
+// childEnv returns the environment of the command: ours plus the leases',
 // without $LEASE_STORE unless passStore: the store URL may hold a password
-// the command has no need for.
-func childEnv(l *lease.Lease, passStore bool) []string {
+// the command has no need for. One lease sets LEASE_KEY, LEASE_TOKEN and
+// LEASE_FENCE; several set LEASE_KEY_COUNT and those three suffixed _1.._n,
+// in key order.
+func childEnv(ls []*lease.Lease, passStore bool) []string {
 	env := os.Environ()
 	if !passStore {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, storeEnv+"=") })
 	}
-	return append(env,
-		"LEASE_KEY="+l.Key(),
-		"LEASE_TOKEN="+l.Token(),
-		"LEASE_FENCE="+strconv.FormatUint(l.Fence(), 10),
-		"LEASE_HOLDER="+l.Holder(),
-		"LEASE_TTL_MS="+strconv.FormatInt(l.TTL().Milliseconds(), 10),
-	)
+	for i, l := range ls {
+		sfx := ""
+		if len(ls) > 1 {
+			sfx = "_" + strconv.Itoa(i+1)
+		}
+		env = append(env, "LEASE_KEY"+sfx+"="+l.Key(), "LEASE_TOKEN"+sfx+"="+l.Token(), "LEASE_FENCE"+sfx+"="+strconv.FormatUint(l.Fence(), 10))
+	}
+	if len(ls) > 1 {
+		env = append(env, "LEASE_KEY_COUNT="+strconv.Itoa(len(ls)))
+	}
+	return append(env, "LEASE_HOLDER="+ls[0].Holder(), "LEASE_TTL_MS="+strconv.FormatInt(ls[0].TTL().Milliseconds(), 10))
+}
+
+// fences returns the LEASE_FENCE variables of env, for the log.
+func fences(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return !strings.HasPrefix(kv, "LEASE_FENCE") })
 }
 
 // signalExit is the conventional exit code of a process ended by s.

@@ -41,18 +41,18 @@ type child interface {
 	stop()
 }
 
-// supervise runs argv under l until it and what it started have ended, and
-// returns lease run's exit code: the command's own, or exitLost if the lease
-// was lost meanwhile.
-func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signal, log *slog.Logger, stderr io.Writer) int {
-	c, code, err := startChild(argv, childEnv(l, f.passStore), f.grace)
+// supervise runs argv with env under l until it and what it started have
+// ended, and returns lease run's exit code: the command's own, or exitLost
+// if a lease was lost meanwhile.
+func (f *runFlags) supervise(argv []string, l holding, env []string, sigs <-chan os.Signal, log *slog.Logger, stderr io.Writer) int {
+	c, code, err := startChild(argv, env, f.grace)
 	if err != nil {
 		return fail(stderr, "run", code, "%v", err)
 	}
 	log.Debug("command started", "pid", c.pid())
 
 	var (
-		lost   = l.Done()
+		lost   = l.Context().Done()
 		lostAt time.Time
 		exited = c.exited()
 	)
@@ -81,7 +81,7 @@ func (f *runFlags) supervise(argv []string, l *lease.Lease, sigs <-chan os.Signa
 				continue // released: only lease run itself releases, after the command
 			}
 			lostAt = time.Now()
-			log.Error("lease lost: stopping the command (SIGTERM, then SIGKILL after --grace)", "err", l.Err(), "fence", l.Fence(), "grace", f.grace)
+			log.Error("lease lost: stopping the command (SIGTERM, then SIGKILL after --grace)", "err", l.Err(), "grace", f.grace)
 			c.stop()
 		}
 	}
