@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/memlease"
 )
 
 func TestMaxHoldGivesUp(t *testing.T) {
@@ -172,4 +174,69 @@ func TestReentrant(t *testing.T) {
 		t.Errorf("reentrant TryAcquire of a key held without WithReentrant = %v, want ErrHeld", err)
 	}
 	_ = plain.Release(ctx)
+}
+
+// gated holds back the first store Acquire until release is closed,
+// closing entered when it arrives.
+type gated struct {
+	*memlease.Store
+	calls   atomic.Int64
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gated) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if g.calls.Add(1) == 1 {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.Acquire(ctx, r)
+}
+
+// TestReentrantAfterRefusal: an Acquire refused (and queued) because
+// another goroutine of the Client won the key meanwhile re-enters that
+// lease and leaves the queue: the key is free for others once both holds
+// are released.
+func TestReentrantAfterRefusal(t *testing.T) {
+	st := memlease.New()
+	defer st.Close()
+	g := &gated{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+	c, err := lease.New(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other, err := lease.New(st.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	first := make(chan *lease.Lease, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "k", lease.WithReentrant())
+		if err != nil {
+			t.Error(err)
+		}
+		first <- l
+	}()
+	<-g.entered // its store call waits; another goroutine wins meanwhile
+	won, err := c.TryAcquire(ctx, "k", lease.WithReentrant())
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	if l := <-first; l != won {
+		t.Fatalf("the refused Acquire returned %v, want the lease won meanwhile", l)
+	}
+	for range 2 {
+		if err := won.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := other.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("after both releases another client is refused: %v (a queue entry left behind)", err)
+	}
+	_ = l.Release(ctx)
 }

@@ -148,8 +148,8 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			}
 			return c.attempt(ctx, req, p, start, &refused)
 		})
-		if err != nil && c.fifo {
-			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue once Acquire fails
+		if c.fifo && (err != nil || l.req.Token != req.Token) { // failed, or reentered after a refusal
+			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue
 		}
 		return l, err
 	})
