@@ -58,6 +58,7 @@ func (c *Client) newSemaphore(key string, n int, opts []AcquireOption) (s *semap
 		return s, fmt.Errorf("semaphore %q with n=%d: %w", key, n, err)
 	}
 	s.p.tag = semTag + strconv.Itoa(n) + "]"
+	s.p.reentry = false // a slot this Client holds counts as taken, whatever the Client's default
 	if _, err := s.p.resolve(c.caps); err != nil {
 		return s, fmt.Errorf("semaphore %q: the holder with its tag %q: %w", key, s.p.tag, err)
 	}

@@ -322,3 +322,21 @@ func TestSemaphoreWaitEndsOnClose(t *testing.T) {
 		}
 	}
 }
+
+// TestSemaphoreIgnoresReentrant: a Client whose default is WithReentrant
+// still takes a different slot for each acquisition.
+func TestSemaphoreIgnoresReentrant(t *testing.T) {
+	cs, _ := memClients(t, 1, lease.WithReentrant())
+	c, ctx := cs[0], testCtx(t, 10*time.Second)
+	a, err := c.TrySemaphore(ctx, "sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TrySemaphore(ctx, "sem", 2)
+	if err != nil || a == b || a.Key() == b.Key() {
+		t.Fatalf("second slot: %v, %v; want another slot than %s", b, err, a.Key())
+	}
+	if _, err := c.TrySemaphore(ctx, "sem", 2); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("third acquisition of 2 slots = %v, want ErrHeld", err)
+	}
+}
