@@ -138,14 +138,14 @@ func TestExtend(t *testing.T) {
 func TestReentrant(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	l, err := f.c.TryAcquire(ctx, "k", lease.WithReentrant())
+	l, err := f.c.TryAcquire(ctx, "k", lease.WithReentrant(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			l2, err := f.c.Acquire(ctx, "k", lease.WithReentrant())
+			l2, err := f.c.Acquire(ctx, "k", lease.WithReentrant(true))
 			if err != nil || l2 != l {
 				t.Errorf("reentrant Acquire = %v, %v; want the held lease", l2, err)
 			}
@@ -170,7 +170,7 @@ func TestReentrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.TryAcquire(ctx, "p", lease.WithReentrant()); !errors.Is(err, lease.ErrHeld) {
+	if _, err := f.c.TryAcquire(ctx, "p", lease.WithReentrant(true)); !errors.Is(err, lease.ErrHeld) {
 		t.Errorf("reentrant TryAcquire of a key held without WithReentrant = %v, want ErrHeld", err)
 	}
 	_ = plain.Release(ctx)
@@ -214,14 +214,14 @@ func TestReentrantAfterRefusal(t *testing.T) {
 	ctx := context.Background()
 	first := make(chan *lease.Lease, 1)
 	go func() {
-		l, err := c.Acquire(ctx, "k", lease.WithReentrant())
+		l, err := c.Acquire(ctx, "k", lease.WithReentrant(true))
 		if err != nil {
 			t.Error(err)
 		}
 		first <- l
 	}()
 	<-g.entered // its store call waits; another goroutine wins meanwhile
-	won, err := c.TryAcquire(ctx, "k", lease.WithReentrant())
+	won, err := c.TryAcquire(ctx, "k", lease.WithReentrant(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,11 +72,11 @@ func ExampleWithReentrant() {
 	}
 	defer c.Close()
 
-	outer, err := c.Acquire(ctx, "account:42", lease.WithReentrant())
+	outer, err := c.Acquire(ctx, "account:42", lease.WithReentrant(true))
 	if err != nil {
 		log.Fatal(err)
 	}
-	inner, err := c.Acquire(ctx, "account:42", lease.WithReentrant())
+	inner, err := c.Acquire(ctx, "account:42", lease.WithReentrant(true))
 	if err != nil {
 		log.Fatal(err)
 	}

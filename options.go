@@ -87,11 +87,12 @@ func WithMaxHold(d time.Duration) LeaseOption { return func(p *params) { p.maxHo
 // margin is lost.
 func WithManualRenew() LeaseOption { return func(p *params) { p.manual = true } }
 
-// WithReentrant lets an acquisition of a key this Client holds succeed at
-// once with the same *Lease, when both acquisitions ask for it: each one
-// counts a hold, each Release drops one, and the last frees the key. The
-// second acquisition's other options are ignored.
-func WithReentrant() LeaseOption { return func(p *params) { p.reentry = true } }
+// WithReentrant(true) lets an acquisition of a key this Client holds
+// succeed at once with the same *Lease, when both acquisitions ask for it:
+// each one counts a hold, each Release drops one, and the last frees the
+// key. The second acquisition's other options are ignored. Semaphores and
+// elections never re-enter.
+func WithReentrant(enabled bool) LeaseOption { return func(p *params) { p.reentry = enabled } }
 
 // WithObserver adds an Observer of lease events; each observer given
 // receives every event, in the order given.

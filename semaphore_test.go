@@ -326,7 +326,7 @@ func TestSemaphoreWaitEndsOnClose(t *testing.T) {
 // TestSemaphoreIgnoresReentrant: a Client whose default is WithReentrant
 // still takes a different slot for each acquisition.
 func TestSemaphoreIgnoresReentrant(t *testing.T) {
-	cs, _ := memClients(t, 1, lease.WithReentrant())
+	cs, _ := memClients(t, 1, lease.WithReentrant(true))
 	c, ctx := cs[0], testCtx(t, 10*time.Second)
 	a, err := c.TrySemaphore(ctx, "sem", 2)
 	if err != nil {

@@ -72,7 +72,8 @@ func New(c *lease.Client, key string, opts ...Option) (*Election, error) {
 		}
 		o(&cfg)
 	}
-	e := &Election{c: c, key: key, identity: cfg.identity, ttl: cfg.ttl, campaigning: make(chan struct{}, 1)}
+	e := &Election{c: c, key: key, identity: cfg.identity, ttl: cfg.ttl, campaigning: make(chan struct{}, 1),
+		acq: []lease.AcquireOption{lease.WithReentrant(false)}} // two candidates of one Client are two
 	if e.identity == "" {
 		e.identity = c.Holder()
 	} else {

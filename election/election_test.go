@@ -314,3 +314,32 @@ func TestCandidatesOfOneClientAreOneHolder(t *testing.T) {
 		t.Errorf("second candidate's Run = %v, want ErrHeld", err)
 	}
 }
+
+// TestCandidatesOfAReentrantClient: two candidates on one Client whose
+// default is WithReentrant(true) are still two: the second waits.
+func TestCandidatesOfAReentrantClient(t *testing.T) {
+	c, err := lease.New(memlease.New(), lease.WithReentrant(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	a, err := election.New(c, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := election.New(c, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if lb, err := b.Campaign(wctx); err == nil {
+		t.Fatalf("the second candidate won too (same lease: %v)", lb == la)
+	}
+}

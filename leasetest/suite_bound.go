@@ -87,8 +87,8 @@ func testReentrant(e *env) {
 	s := e.store()
 	c, other := e.client(s), e.client(e.store())
 	key := e.key("reentrant")
-	l := e.tryAcquire(c, key, lease.WithReentrant())
-	if l2 := e.tryAcquire(c, key, lease.WithReentrant()); l2 != l {
+	l := e.tryAcquire(c, key, lease.WithReentrant(true))
+	if l2 := e.tryAcquire(c, key, lease.WithReentrant(true)); l2 != l {
 		e.t.Fatalf("the second reentrant acquisition returned another lease")
 	}
 	if err := l.Release(e.ctx); err != nil {
