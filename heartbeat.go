@@ -187,6 +187,10 @@ const renewWorkers = 16
 func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	now := c.clock.Now()
 	var evs []Event
+	// The leases a call failed to renew retry together, at one jittered
+	// time per failure count and renew interval: one call again, not a call
+	// per lease.
+	retryAt := map[[2]time.Duration]time.Time{}
 	c.mu.Lock()
 	for i, l := range ls {
 		close(l.inflight)
@@ -206,7 +210,11 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
 		default:
 			l.failures, l.lastFailure = l.failures+1, err
-			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
+			k := [2]time.Duration{time.Duration(l.failures), l.p.renew}
+			if retryAt[k].IsZero() {
+				retryAt[k] = now.Add(backoff(l.failures, l.p.renew))
+			}
+			l.nextRenew = retryAt[k]
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewFailed, now)
 			ev.Err = err
