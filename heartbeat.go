@@ -144,6 +144,9 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 	// No later than the earliest deadline (the leases are lost then anyway),
 	// no longer than a renew interval (a hung call leaves time to retry).
 	timeout := time.Duration(1<<63 - 1)
+	// The most urgent first: a call cut short by the timeout then fails the
+	// leases with the most time left to retry.
+	slices.SortFunc(due, func(a, b *Lease) int { return a.deadline.Compare(b.deadline) })
 	for _, l := range due {
 		timeout = max(min(timeout, l.deadline.Sub(sent), l.p.renew), time.Millisecond)
 	}
