@@ -283,6 +283,40 @@ func TestBatchedRenewalsConverge(t *testing.T) {
 	t.Logf("%d RenewMany calls in the last 20 intervals, %d in all", calls, counted.since(start))
 }
 
+// TestFailedBatchRetriesTogether: the leases one RenewMany call failed to
+// renew retry in one call, not in one call per lease (each at its own
+// jittered backoff).
+func TestFailedBatchRetriesTogether(t *testing.T) {
+	clk := leasetest.NewFakeClock()
+	mem := memlease.New(memlease.WithClock(clk))
+	defer mem.Close()
+	counted := &batchCounter{Store: mem, clk: clk}
+	counted.failHalf.Store(true)
+	c, err := lease.New(counted, lease.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	start := clk.Now()
+	for i := 0; i < 20; i++ {
+		if _, err := c.TryAcquire(ctx, fmt.Sprintf("k%d", i), lease.WithTTL(9*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The round at 3 s fails half the leases; their retry comes within
+	// renew/16 = 187.5 ms. Small steps: leases retrying at different times
+	// would be seen as separate calls.
+	for clk.Now().Sub(start) < 3500*time.Millisecond {
+		clk.Advance(5 * time.Millisecond)
+		time.Sleep(200 * time.Microsecond)
+		counted.settle(t)
+	}
+	if n := counted.since(start); n != 2 {
+		t.Fatalf("%d RenewMany calls in 3.5 s (a round failing 10 of 20 leases, then their retries), want 2", n)
+	}
+}
+
 // batchCounter records the fake time of every RenewMany call and makes sure
 // the heartbeat has finished reacting before the test moves the clock on.
 type batchCounter struct {
@@ -291,6 +325,7 @@ type batchCounter struct {
 	mu       sync.Mutex
 	at       []time.Time
 	inflight atomic.Int64 // RenewMany calls running (a WaitGroup's Wait must not race with Add from zero)
+	failHalf atomic.Bool  // the next call fails every other lease
 }
 
 func (b *batchCounter) RenewMany(ctx context.Context, rs []driver.Request) []error {
@@ -299,7 +334,13 @@ func (b *batchCounter) RenewMany(ctx context.Context, rs []driver.Request) []err
 	b.mu.Lock()
 	b.at = append(b.at, b.clk.Now())
 	b.mu.Unlock()
-	return b.Store.RenewMany(ctx, rs)
+	errs := b.Store.RenewMany(ctx, rs)
+	if b.failHalf.CompareAndSwap(true, false) {
+		for i := 0; i < len(errs); i += 2 {
+			errs[i] = errors.New("no answer")
+		}
+	}
+	return errs
 }
 
 func (b *batchCounter) settle(t *testing.T) {

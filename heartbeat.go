@@ -144,6 +144,9 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 	// No later than the earliest deadline (the leases are lost then anyway),
 	// no longer than a renew interval (a hung call leaves time to retry).
 	timeout := time.Duration(1<<63 - 1)
+	// The most urgent first: a call cut short by the timeout then fails the
+	// leases with the most time left to retry.
+	slices.SortFunc(due, func(a, b *Lease) int { return a.deadline.Compare(b.deadline) })
 	for _, l := range due {
 		timeout = max(min(timeout, l.deadline.Sub(sent), l.p.renew), time.Millisecond)
 	}
@@ -187,6 +190,10 @@ const renewWorkers = 16
 func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	now := c.clock.Now()
 	var evs []Event
+	// The leases a call failed to renew retry together, at one jittered
+	// time per failure count and renew interval: one call again, not a call
+	// per lease.
+	retryAt := map[[2]time.Duration]time.Time{}
 	c.mu.Lock()
 	for i, l := range ls {
 		close(l.inflight)
@@ -206,7 +213,11 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
 		default:
 			l.failures, l.lastFailure = l.failures+1, err
-			l.nextRenew = now.Add(backoff(l.failures, l.p.renew))
+			k := [2]time.Duration{time.Duration(l.failures), l.p.renew}
+			if retryAt[k].IsZero() {
+				retryAt[k] = now.Add(backoff(l.failures, l.p.renew))
+			}
+			l.nextRenew = retryAt[k]
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewFailed, now)
 			ev.Err = err
