@@ -65,8 +65,8 @@ func (l *Lease) renewNow(ctx context.Context, op string, p *params) error {
 		c.mu.Unlock()
 	}
 	c.renewed(sent, []*Lease{l}, []error{err})
-	if err != nil && errors.Is(err, ErrNotHeld) {
-		err = l.Err()
+	if errors.Is(err, ErrNotHeld) {
+		err = l.Err() // renewed made it a *LostError
 	}
 	if err != nil {
 		return fmt.Errorf("lease: %s %q: %w", op, l.req.Key, err)
@@ -87,7 +87,7 @@ func (l *Lease) claim(ctx context.Context) (req driver.Request, err error) {
 		case l.err != nil:
 			err = l.err
 		case !now.Before(l.deadline):
-			ev := c.loseLocked(l, LossDeadline, errDeadline)
+			ev := c.loseLocked(l, LossDeadline, l.deadlineCause())
 			err = l.err
 			c.unlockEmit(ev)
 			c.cleanup(l.req)

@@ -24,6 +24,15 @@ var (
 	errMaxHold  = errors.New("held for the maximum hold time (WithMaxHold)")
 )
 
+// deadlineCause is the cause of l's LossDeadline, with the last renewal
+// error if any; c.mu is held.
+func (l *Lease) deadlineCause() error {
+	if l.failures > 0 {
+		return fmt.Errorf("%w; last renewal error: %w", errDeadline, l.lastFailure)
+	}
+	return errDeadline
+}
+
 func (c *Client) heartbeat() {
 	for {
 		next := c.tick()
@@ -96,11 +105,7 @@ func (c *Client) tick() time.Time {
 			continue
 		}
 		if !now.Before(l.deadline) {
-			var cause error = errDeadline
-			if l.failures > 0 {
-				cause = fmt.Errorf("%w; last renewal error: %w", errDeadline, l.lastFailure)
-			}
-			evs = append(evs, c.loseLocked(l, LossDeadline, cause))
+			evs = append(evs, c.loseLocked(l, LossDeadline, l.deadlineCause()))
 			lost = append(lost, l)
 			continue
 		}
