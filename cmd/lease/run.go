@@ -139,7 +139,6 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 
 	var h holding
 	var env []string
-	code = exitOK
 	if len(f.keys) > 1 {
 		var m *lease.Multi
 		if m, code = f.acquireAll(ctx, client, safeURL, stderr); m != nil {
