@@ -53,6 +53,36 @@
 // Who looks when, and for how long, is the Client's business: it refreshes
 // a waiter's entry well within its TTL, wakes waiters on announcements, and
 // leaves the queue when Acquire gives up.
+//
+// # Shared holds (read-write leases)
+//
+// A store whose Caps.Shared is true lets many tokens hold a key together
+// when their requests say Request.Shared (readers), beside the exclusive
+// holds of the other requests (writers). Each reader has its own token and
+// TTL; Renew and Release carry the Shared of the acquisition. A key is then
+// free, held by one writer, or held by one or more live readers:
+//   - an exclusive Acquire is granted only when the key has no live holder
+//     of either kind (and, FIFO, no live waiter queued ahead);
+//   - a shared Acquire is granted when the key has no live writer and, FIFO,
+//     no live exclusive waiter is queued ahead of the token (readers queued
+//     ahead are no obstacle: they may share too), so a waiting writer is
+//     not starved by readers arriving after it;
+//   - queue entries say whether they are shared; a refused request of
+//     either kind is queued as for an exclusive one, with the same cap;
+//   - fences: an exclusive grant gets a new fence, as always; a shared grant
+//     gets the fence of the live readers it joins (the read epoch's), or a
+//     new fence when it is the only live reader. So a writer's fence is
+//     larger than every earlier grant's, and readers share their epoch's
+//     fence until a writer's;
+//   - the key is free, and announced, when its writer or its last live
+//     reader leaves. An announcement names Next only when the head waiter
+//     is exclusive: shared waiters all look;
+//   - a *lease.HeldError for a key held by readers gives one reader's
+//     holder, the epoch's fence and, as Remaining, the time until the last
+//     reader expires; Info says Shared and counts Readers.
+//
+// A store that cannot keep readers leaves Caps.Shared false: the Client then
+// refuses shared acquisitions with errors.ErrUnsupported.
 package driver
 
 import (
@@ -75,6 +105,9 @@ type Request struct {
 	// Queue asks a FIFO store to queue Token when Acquire cannot grant the
 	// key (see the package doc). The Client sets it only when Caps.FIFO.
 	Queue bool
+	// Shared asks for, renews or releases a shared (reader's) hold (see the
+	// package doc). The Client sets it only when Caps.Shared.
+	Shared bool
 }
 
 // Grant is what a store returns for a successful acquisition.
@@ -104,8 +137,14 @@ type Info struct {
 	// Fence is the holder's fencing token.
 	Fence uint64
 	// Remaining is the store's view of the time left before the lease
-	// expires; 0 when it cannot tell.
+	// expires (held by readers: the last of them); 0 when it cannot tell.
 	Remaining time.Duration
+	// Shared says readers hold the key; Holder is then one of them and
+	// Fence their read epoch's.
+	Shared bool
+	// Readers counts the live readers of a key held shared, when the store
+	// can tell (0: unknown, or not shared).
+	Readers int
 }
 
 // Caps declares what a store can do and the limits it honours. The Client
@@ -128,6 +167,9 @@ type Caps struct {
 	// it by that TTL whatever Request.TTL says (an etcd lease, the session of
 	// an advisory lock), so the Client refuses Lease.Extend.
 	FixedTTL bool
+	// Shared says the store keeps shared holds beside exclusive ones (see
+	// the package doc).
+	Shared bool
 }
 
 // DefaultMaxWaiters is the default cap of live waiters per key of a FIFO
