@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,83 +49,123 @@ type session struct {
 	mu    sync.Mutex // one statement at a time
 	conn  *pgx.Conn
 	ttlMs int64
-	pid   int32             // the server process, from the first statement (under mu)
-	held  map[string]string // token by key: one lease per key; written under both mus
-	users int               // under AdvisoryStore.mu
+	pid   int32                      // the server process, from the first statement (under mu)
+	held  map[string]map[string]bool // shared by token by key; written under both mus
+	users int                        // under AdvisoryStore.mu
 }
 
 // lockHeld is true when the advisory lock ($i class, $i+1 object) is
-// granted in this database to a session matching pid.
-func lockHeld(i int, pid string) string {
+// granted in this database to a session matching cond.
+func lockHeld(i int, cond string) string {
 	return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND %s
 	AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND k.classid = $%d::int4::oid AND k.objid = $%d::int4::oid AND k.objsubid = 2)`, pid, i, i+1)
+	AND k.classid = $%d::int4::oid AND k.objid = $%d::int4::oid AND k.objsubid = 2)`, cond, i, i+1)
 }
 
-// advisoryLive: row c names a holder whose session holds the lock.
-func advisoryLive(i int) string { return "c.token IS NOT NULL AND " + lockHeld(i, "k.pid = c.pid") }
+// advisoryLive: row c names a writer whose session holds the lock.
+func advisoryLive(i int) string {
+	return "c.token IS NOT NULL AND " + lockHeld(i, "k.pid = c.pid AND k.mode = 'ExclusiveLock'")
+}
+
+// advisoryReader: reader entry e names a session holding the lock shared.
+func advisoryReader(i int) string {
+	return lockHeld(i, "k.pid = (e.value->>'pid')::int AND k.mode = 'ShareLock'")
+}
 
 // advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 may try the lock
-// (the session holds no lease of the key: its locks are re-entrant). Only the
-// head of the queue tries it, unless the token holds it (o: a retry, granted
-// as it is); the row then gets the token and fence+1, and the session
-// idle_session_timeout = TTL and TCP settings that drop a vanished peer.
+// (the session holds no lease of the key, or only readers for a reader: its
+// locks are re-entrant), $12 shared. Only a token with no waiter ahead (for
+// a reader: no writer) tries it, unless it holds it (o: a retry, granted as
+// it is). A writer then gets the row and fence+1; a reader gets an entry
+// in readers, and fence+1 unless other live readers (x, read from the row
+// it locks) hold. The session gets idle_session_timeout = TTL and TCP
+// settings that drop a vanished peer.
 const advisoryAcquire = `WITH ` + liveQueue + `,
-o AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND LIVE) AS ours),
+ahx AS (SELECT CASE WHEN $12::bool THEN (SELECT count(*) FROM q WHERE NOT shared AND seq < COALESCE(
+	(SELECT seq FROM q WHERE token = $3), 9223372036854775807)) ELSE (SELECT n FROM ah) END AS n),
+o AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND CASE WHEN $12
+	THEN EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND READER) ELSE c.token = $3 AND LIVE END) AS ours),
 l AS MATERIALIZED (SELECT ok, CASE WHEN ok THEN set_config('idle_session_timeout', $10::int8::text, false)
 		|| set_config('tcp_keepalives_idle', (($10::int8 + 999) / 1000)::text, false) || set_config('tcp_keepalives_interval', '1', false)
 		|| set_config('tcp_keepalives_count', '1', false) || set_config('tcp_user_timeout', ($10::int8 + 1000)::text, false) END AS s
-	FROM (SELECT CASE WHEN $11::bool AND (SELECT n FROM ah) = 0 AND NOT (SELECT ours FROM o)
-		THEN pg_try_advisory_lock($8, $9) ELSE false END AS ok) t),
+	FROM (SELECT CASE WHEN NOT ($11::bool AND (SELECT n FROM ahx) = 0 AND NOT (SELECT ours FROM o)) THEN false
+		WHEN $12 THEN pg_try_advisory_lock_shared($8, $9) ELSE pg_try_advisory_lock($8, $9) END AS ok) t),
 acq AS (
-	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid)
-	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond', pg_backend_pid() FROM l WHERE l.ok
+	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid, readers)
+	SELECT $1, $2, $3, $4, 1, EXPIRY, pg_backend_pid(), NULL::jsonb FROM l WHERE l.ok AND NOT $12
+	UNION ALL SELECT $1, $2, NULL, '', 1, NULL, NULL, jsonb_build_object($3::text,
+		jsonb_build_object('holder', $4::text, 'expires_at', EXPIRY, 'pid', pg_backend_pid())) FROM l WHERE l.ok AND $12
 	ON CONFLICT (ns, key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
-		fence = r.fence + 1, expires_at = excluded.expires_at, pid = excluded.pid
+		expires_at = excluded.expires_at, pid = excluded.pid, readers = COALESCE(OTHERS, '{}') || excluded.readers,
+		fence = r.fence + CASE WHEN excluded.readers IS NOT NULL AND OTHERS IS NOT NULL THEN 0 ELSE 1 END
 	RETURNING r.fence
 ),
 QUEUE
-SELECT l.ok, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
-	COALESCE(LIVE, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), o.ours
-FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+SELECT l.ok, COALESCE(a.fence, c.fence, 0), COALESCE(rd.holder, c.holder, ''), REMAINING,
+	COALESCE(LIVE, false) OR COALESCE(rd.n, 0) > 0, ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), o.ours
+FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2
+	LEFT JOIN LATERAL (` + readersOf + `) rd ON true`
+
+// advisoryOthers: the live readers of row r other than $3, NULL if none.
+const advisoryOthers = `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(r.readers) e WHERE e.key <> $3 AND READER)`
 
 // advisoryRenewed ends an advisory renewal ($5 TTL in ms, $6 the keys'
-// objects, $7 class, $8 the session's lease count): it gives up the locks of
-// leases whose rows no longer name them (released through another store),
-// and turns the idle timeout off if that was every lease of the session.
+// objects, $7 class, $8 the session's lease count, $9 which are shared): it
+// gives up the locks of leases whose rows no longer name them (released
+// through another store), and turns the idle timeout off if that was every
+// lease of the session.
 const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT count(*)
-	FROM unnest($6::int4[]) WITH ORDINALITY AS x(obj, i)
-	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false ELSE pg_advisory_unlock($7, x.obj) END) < $8
+	FROM unnest($6::int4[], $9::bool[]) WITH ORDINALITY AS x(obj, shared, i)
+	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false WHEN x.shared THEN pg_advisory_unlock_shared($7, x.obj)
+		ELSE pg_advisory_unlock($7, x.obj) END) < $8
 	THEN $5::int8::text ELSE '0' END, false)`
 
 func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
-	b := newBase(pool, c, advisoryLive)
+	b := newBase(pool, c, advisoryLive, advisoryReader)
 	b.maxTTL = MaxAdvisoryTTL
 	b.lockArgs = func(key string) []any { return []any{b.classID, hash32(key)} }
-	queue := fill(queueAfter, "GRANTED", "((SELECT ok FROM l) OR (SELECT ours FROM o))", "FREE", "NOT "+lockHeld(8, "true"))
+	queue := fill(queueAfter, "GRANTED", "((SELECT ok FROM l) OR (SELECT ours FROM o))", "FREE", "NOT "+lockHeld(8, "true"),
+		"SHARED", "$12")
+	mine := "(e.value->>'pid')::int = pg_backend_pid()"
 	return &AdvisoryStore{
-		base:       b,
-		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8))),
-		renewSQL:   b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
+		base: b,
+		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "EXPIRY", "clock_timestamp() + $5::float8 * interval '1 microsecond'",
+			"REMAINING", fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)"), "OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)), "LIVE", advisoryLive(8), "READER", advisoryReader(8))),
+		renewSQL: b.sql(fill(renewSQL, "RCOND", mine, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
 		// On the lease's session; with $8 = 0 leases left, a parked session has no idle timeout.
-		releaseSQL: b.release("c.pid = pg_backend_pid()", "NOT "+lockHeld(5, "true")) + `, pg_advisory_unlock($5, $6),
+		releaseSQL: b.release("c.pid = pg_backend_pid()", mine, advisoryReader(5), "NOT "+lockHeld(5, "true")) + `,
+	CASE WHEN $9::bool THEN pg_advisory_unlock_shared($5, $6) ELSE pg_advisory_unlock($5, $6) END,
 	set_config('idle_session_timeout', CASE WHEN $8::int > 0 THEN $7::int8::text ELSE '0' END, false), pg_backend_pid()`,
-		leaveSQL: b.release(advisoryLive(5), "NOT "+lockHeld(5, "true")),
+		leaveSQL: b.release(advisoryLive(5), advisoryReader(5), advisoryReader(5), "NOT "+lockHeld(5, "true")),
 		sessions: make(map[int64]*session),
 	}
 }
 
-// Acquire takes r.Key's lock on the session of r.TTL (see driver.Store); a
-// retry by the holding token gets its fence again.
+// Caps adds shared holds to base's.
+func (s *AdvisoryStore) Caps() driver.Caps {
+	c := s.base.Caps()
+	c.Shared = true
+	return c
+}
+
+// Acquire takes r.Key's lock (shared if r.Shared) on the session of r.TTL
+// (see driver.Store); a retry by the holding token gets its fence again.
 func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	var a acquired
 	sess, err := s.join(ctx, int64((r.TTL+time.Millisecond-1)/time.Millisecond))
 	if err == nil {
 		err = s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
-			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, sess.held[r.Key] == "")
+			mayTry := len(sess.held[r.Key]) == 0 // the session's locks are re-entrant
+			if r.Shared {
+				mayTry = !slices.Contains(slices.Collect(maps.Values(sess.held[r.Key])), false)
+			}
+			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, mayTry, r.Shared)
 			if err == nil && a.ok {
 				s.mu.Lock() // counted before the session serves another statement
-				sess.held[r.Key] = r.Token
+				if sess.held[r.Key] == nil {
+					sess.held[r.Key] = make(map[string]bool)
+				}
+				sess.held[r.Key][r.Token] = r.Shared
 				s.mu.Unlock()
 			}
 			return a.pid, err
@@ -152,11 +194,12 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 	}
 	for sess, idx := range bySess {
 		sub, objs, fences := make([]driver.Request, len(idx)), make([]int32, len(idx)), make([]int64, len(idx))
+		shared := make([]bool, len(idx))
 		for j, i := range idx {
-			sub[j], objs[j] = rs[i], hash32(rs[i].Key)
+			sub[j], objs[j], shared[j] = rs[i], hash32(rs[i].Key), rs[i].Shared
 		}
 		err := s.exec(ctx, sess, len(idx), func(ctx context.Context) (pid int32, err error) {
-			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, len(sess.held))
+			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, sess.leases(), shared)
 			for j, r := range sub {
 				if err == nil && fences[j] == 0 {
 					s.drop(sess, r) // its lock was given up
@@ -191,7 +234,7 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 			return sess.pid, nil // given up by a renewal meanwhile
 		}
 		unlocked, pid := false, int32(0)
-		err := sess.conn.QueryRow(ctx, s.releaseSQL, append(args, sess.ttlMs, len(sess.held))...).
+		err := sess.conn.QueryRow(ctx, s.releaseSQL, append(args, sess.ttlMs, sess.leases(), r.Shared)...).
 			Scan(&released, nil, nil, &unlocked, nil, &pid)
 		if err == nil && !unlocked {
 			err = errors.New("the session did not hold the lock")
@@ -206,11 +249,21 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 func (s *AdvisoryStore) drop(sess *session, r driver.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := sess.held[r.Key]; !ok || t != r.Token {
+	if _, ok := sess.held[r.Key][r.Token]; !ok {
 		return false
 	}
-	delete(sess.held, r.Key)
+	if delete(sess.held[r.Key], r.Token); len(sess.held[r.Key]) == 0 {
+		delete(sess.held, r.Key)
+	}
 	return true
+}
+
+// leases counts the leases held on sess (under either mutex).
+func (sess *session) leases() (n int) {
+	for _, tokens := range sess.held {
+		n += len(tokens)
+	}
+	return n
 }
 
 // use returns the session holding r's lease, counting a use of it (exec ends it).
@@ -218,7 +271,7 @@ func (s *AdvisoryStore) use(r driver.Request) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
-		if t, ok := sess.held[r.Key]; ok && t == r.Token {
+		if _, ok := sess.held[r.Key][r.Token]; ok {
 			sess.users++
 			return sess
 		}
@@ -253,7 +306,7 @@ func (s *AdvisoryStore) join(ctx context.Context, ttlMs int64) (*session, error)
 		case sess != nil:
 			s.park(conn) // opened meanwhile by another call
 		default:
-			sess = &session{conn: conn, ttlMs: ttlMs, held: make(map[string]string)}
+			sess = &session{conn: conn, ttlMs: ttlMs, held: make(map[string]map[string]bool)}
 			s.sessions[ttlMs] = sess
 		}
 	}
