@@ -109,16 +109,16 @@ FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns 
 // advisoryOthers: the live readers of row r other than $3, NULL if none.
 const advisoryOthers = `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(r.readers) e WHERE e.key <> $3 AND READER)`
 
-// advisoryRenewed ends an advisory renewal ($5 TTL in ms, $6 the keys'
-// objects, $7 class, $8 the session's lease count, $9 which are shared): it
-// gives up the locks of leases whose rows no longer name them (released
-// through another store), and turns the idle timeout off if that was every
-// lease of the session.
+// advisoryRenewed ends an advisory renewal ($6 TTL in ms, $7 the keys'
+// objects, $8 class, $9 the session's lease count): it gives up the locks
+// of leases whose rows no longer name them (released through another
+// store), and turns the idle timeout off if that was every lease of the
+// session.
 const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT count(*)
-	FROM unnest($6::int4[], $9::bool[]) WITH ORDINALITY AS x(obj, shared, i)
-	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false WHEN x.shared THEN pg_advisory_unlock_shared($7, x.obj)
-		ELSE pg_advisory_unlock($7, x.obj) END) < $8
-	THEN $5::int8::text ELSE '0' END, false)`
+	FROM unnest($7::int4[], $5::bool[]) WITH ORDINALITY AS x(obj, shared, i)
+	WHERE CASE WHEN x.i IN (SELECT i FROM u) THEN false WHEN x.shared THEN pg_advisory_unlock_shared($8, x.obj)
+		ELSE pg_advisory_unlock($8, x.obj) END) < $9
+	THEN $6::int8::text ELSE '0' END, false)`
 
 func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 	b := newBase(pool, c, advisoryLive, advisoryReader)
@@ -194,12 +194,11 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 	}
 	for sess, idx := range bySess {
 		sub, objs, fences := make([]driver.Request, len(idx)), make([]int32, len(idx)), make([]int64, len(idx))
-		shared := make([]bool, len(idx))
 		for j, i := range idx {
-			sub[j], objs[j], shared[j] = rs[i], hash32(rs[i].Key), rs[i].Shared
+			sub[j], objs[j] = rs[i], hash32(rs[i].Key)
 		}
 		err := s.exec(ctx, sess, len(idx), func(ctx context.Context) (pid int32, err error) {
-			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, sess.leases(), shared)
+			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, sess.leases())
 			for j, r := range sub {
 				if err == nil && fences[j] == 0 {
 					s.drop(sess, r) // its lock was given up

@@ -293,18 +293,18 @@ func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Gr
 		Remaining: time.Duration(a.us) * time.Microsecond, Queued: int(a.ahead)}
 }
 
-// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns $1
-// whose rows match COND, and the readers whose entries e match RCOND (one
-// update per row, an entry released meanwhile staying out); it returns the
+// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs, $5 shared)
+// of ns $1 whose rows match COND, and the readers whose entries e match RCOND
+// (one update per row, an entry released meanwhile staying out); it returns the
 // renewed ones' positions in $2 (from 1) and fences, the process and EXTRA.
 // Go puts each fence in its place: a join in SQL ran as a nested loop
 // (O(n²), 30 s for 10,000 leases).
-const renewSQL = `WITH r AS MATERIALIZED (
-	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
+const renewSQL = `WITH r AS NOT MATERIALIZED (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[], $5::bool[]) WITH ORDINALITY AS r(key, token, ttl, shared, i)
 ),
 w AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM r WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
+	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
 	RETURNING r.i, l.fence
 ),
 rd AS (
@@ -313,7 +313,7 @@ rd AS (
 	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, e.value || jsonb_build_object('expires_at',
 			clock_timestamp() + r.ttl * interval '1 microsecond')) AS entries
 		FROM r JOIN T c ON c.ns = $1 AND c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
-		WHERE e.key = r.token AND RCOND GROUP BY r.key) x
+		WHERE r.shared AND e.key = r.token AND RCOND GROUP BY r.key) x
 	WHERE l.ns = $1 AND l.key = x.key
 	RETURNING x.ix, l.fence
 ),
@@ -323,12 +323,12 @@ SELECT ARRAY(SELECT i FROM u ORDER BY i), ARRAY(SELECT fence FROM u ORDER BY i),
 // renew runs a renewSQL statement for rs on q and returns each request's
 // fence, 0 if it was not renewed.
 func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) (fences []int64, pid int32, err error) {
-	keys, tokens, ttls := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs))
+	keys, tokens, ttls, shared := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs)), make([]bool, len(rs))
 	for i, r := range rs {
-		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
+		keys[i], tokens[i], ttls[i], shared[i] = r.Key, r.Token, micros(r.TTL), r.Shared
 	}
 	var at, got []int64
-	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&at, &got, &pid, nil)
+	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls, shared}, extra...)...).Scan(&at, &got, &pid, nil)
 	fences = make([]int64, len(rs))
 	for j := 0; err == nil && j < len(at); j++ {
 		fences[at[j]-1] = got[j]
