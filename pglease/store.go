@@ -295,8 +295,10 @@ func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Gr
 
 // renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs, $5 shared)
 // of ns $1 whose rows match COND, and the readers whose entries e match RCOND
-// (one update per row, an entry released meanwhile staying out); it returns the
-// renewed ones' positions in $2 (from 1) and fences, the process and EXTRA.
+// in the rows' latest versions (lk: locked in key order, as other sessions'
+// renewals of the same keys' readers do, against deadlocks; one update per
+// row); it returns the renewed ones' positions in $2 (from 1) and fences,
+// the process and EXTRA.
 // Go puts each fence in its place: a join in SQL ran as a nested loop
 // (O(n²), 30 s for 10,000 leases).
 const renewSQL = `WITH r AS NOT MATERIALIZED (
@@ -307,12 +309,14 @@ w AS (
 	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
 	RETURNING r.i, l.fence
 ),
+lk AS MATERIALIZED (
+	SELECT c.key, c.readers FROM T c WHERE c.ns = $1 AND c.key IN (SELECT key FROM r WHERE shared) ORDER BY c.key FOR UPDATE
+),
 rd AS (
-	UPDATE T AS l SET readers = l.readers || COALESCE((SELECT jsonb_object_agg(y.key, y.value)
-		FROM jsonb_each(x.entries) y WHERE l.readers ? y.key), '{}')
+	UPDATE T AS l SET readers = l.readers || x.entries
 	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, e.value || jsonb_build_object('expires_at',
 			clock_timestamp() + r.ttl * interval '1 microsecond')) AS entries
-		FROM r JOIN T c ON c.ns = $1 AND c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
+		FROM r JOIN lk c ON c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
 		WHERE r.shared AND e.key = r.token AND RCOND GROUP BY r.key) x
 	WHERE l.ns = $1 AND l.key = x.key
 	RETURNING x.ix, l.fence
