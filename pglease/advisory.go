@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -73,13 +71,12 @@ func advisoryReader(i int) string {
 }
 
 // advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 may try the lock
-// (the session holds no lease of the key, or only readers for a reader: its
-// locks are re-entrant), $12 shared. Only a token with no waiter ahead (for
-// a reader: no writer) tries it, unless it holds it (o: a retry, granted as
-// it is). A writer then gets the row and fence+1; a reader gets an entry
-// in readers, and fence+1 unless other live readers (x, read from the row
-// it locks) hold. The session gets idle_session_timeout = TTL and TCP
-// settings that drop a vanished peer.
+// (session.mayTry), $12 shared. Only a token with no waiter ahead (for a
+// reader: no writer ahead) tries it, unless it holds it (o: a retry, granted
+// as it is). A writer then gets the row and fence+1; a reader gets an entry
+// in its readers, and fence+1 unless other live readers (OTHERS, of the row's
+// latest version, which the upsert locks) hold. The session gets
+// idle_session_timeout = TTL and TCP settings that drop a vanished peer.
 const advisoryAcquire = `WITH ` + liveQueue + `,
 ahx AS (SELECT CASE WHEN $12::bool THEN (SELECT count(*) FROM q WHERE NOT shared AND seq < COALESCE(
 	(SELECT seq FROM q WHERE token = $3), 9223372036854775807)) ELSE (SELECT n FROM ah) END AS n),
@@ -129,8 +126,10 @@ func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 	mine := "(e.value->>'pid')::int = pg_backend_pid()"
 	return &AdvisoryStore{
 		base: b,
-		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "EXPIRY", "clock_timestamp() + $5::float8 * interval '1 microsecond'",
-			"REMAINING", fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)"), "OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)), "LIVE", advisoryLive(8), "READER", advisoryReader(8))),
+		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8), "READER", advisoryReader(8),
+			"OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)),
+			"EXPIRY", "clock_timestamp() + $5::float8 * interval '1 microsecond'",
+			"REMAINING", fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)"))),
 		renewSQL: b.sql(fill(renewSQL, "RCOND", mine, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
 		// On the lease's session; with $8 = 0 leases left, a parked session has no idle timeout.
 		releaseSQL: b.release("c.pid = pg_backend_pid()", mine, advisoryReader(5), "NOT "+lockHeld(5, "true")) + `,
@@ -155,11 +154,7 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 	sess, err := s.join(ctx, int64((r.TTL+time.Millisecond-1)/time.Millisecond))
 	if err == nil {
 		err = s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
-			mayTry := len(sess.held[r.Key]) == 0 // the session's locks are re-entrant
-			if r.Shared {
-				mayTry = !slices.Contains(slices.Collect(maps.Values(sess.held[r.Key])), false)
-			}
-			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, mayTry, r.Shared)
+			a, err = s.acquire(ctx, sess.conn, r, s.acquireSQL, s.classID, hash32(r.Key), sess.ttlMs, sess.mayTry(r), r.Shared)
 			if err == nil && a.ok {
 				s.mu.Lock() // counted before the session serves another statement
 				if sess.held[r.Key] == nil {
@@ -253,6 +248,18 @@ func (s *AdvisoryStore) drop(sess *session, r driver.Request) bool {
 	}
 	if delete(sess.held[r.Key], r.Token); len(sess.held[r.Key]) == 0 {
 		delete(sess.held, r.Key)
+	}
+	return true
+}
+
+// mayTry says whether r may try its key's lock on sess, whose locks are
+// re-entrant: not while sess holds a lease of the key, unless both are
+// shared.
+func (sess *session) mayTry(r driver.Request) bool {
+	for _, shared := range sess.held[r.Key] {
+		if !shared || !r.Shared {
+			return false
+		}
 	}
 	return true
 }
