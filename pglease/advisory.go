@@ -35,6 +35,7 @@ var ErrPooler = errors.New("pglease: the lease's statements ran in a different s
 type AdvisoryStore struct {
 	base
 	acquireSQL, renewSQL, releaseSQL, leaveSQL string
+	rReleaseSQL, rLeaveSQL, infoSQL            string // a reader's release and leave; Inspect
 
 	mu       sync.Mutex
 	sessions map[int64]*session // by TTL in ms
@@ -65,10 +66,21 @@ func advisoryLive(i int) string {
 	return "c.token IS NOT NULL AND " + lockHeld(i, "k.pid = c.pid AND k.mode = 'ExclusiveLock'")
 }
 
-// advisoryReader: reader entry e names a session holding the lock shared.
+// Readers: a row's readers map each reader's token to [expiry in µs since
+// the epoch, holder, server process] (table mode's entries, and the process);
+// advisoryReader is true when entry e's process holds the lock shared.
 func advisoryReader(i int) string {
-	return lockHeld(i, "k.pid = (e.value->>'pid')::int AND k.mode = 'ShareLock'")
+	return lockHeld(i, "k.pid = (e.value->>2)::int AND k.mode = 'ShareLock'")
 }
+
+// readersOf counts the live readers (READER) of row c, with one's holder
+// and the last expiry.
+const readersOf = `SELECT count(*) AS n, min(e.value->>1) AS holder,
+	timestamptz 'epoch' + max((e.value->>0)::int8) * interval '1 microsecond' AS expires_at
+	FROM jsonb_each(c.readers) e WHERE READER`
+
+// nowUS is the server's clock in µs since the epoch.
+const nowUS = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
 
 // advisoryAcquire: $8 class, $9 object, $10 TTL in ms, $11 may try the lock
 // (session.mayTry), $12 shared. Only a token with no waiter ahead (for a
@@ -89,9 +101,10 @@ l AS MATERIALIZED (SELECT ok, CASE WHEN ok THEN set_config('idle_session_timeout
 		WHEN $12 THEN pg_try_advisory_lock_shared($8, $9) ELSE pg_try_advisory_lock($8, $9) END AS ok) t),
 acq AS (
 	INSERT INTO T AS r (ns, key, token, holder, fence, expires_at, pid, readers)
-	SELECT $1, $2, $3, $4, 1, EXPIRY, pg_backend_pid(), NULL::jsonb FROM l WHERE l.ok AND NOT $12
+	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond', pg_backend_pid(), NULL::jsonb
+	FROM l WHERE l.ok AND NOT $12
 	UNION ALL SELECT $1, $2, NULL, '', 1, NULL, NULL, jsonb_build_object($3::text,
-		jsonb_build_object('holder', $4::text, 'expires_at', EXPIRY, 'pid', pg_backend_pid())) FROM l WHERE l.ok AND $12
+		jsonb_build_array(` + nowUS + ` + $5::float8::int8, $4::text, pg_backend_pid())) FROM l WHERE l.ok AND $12
 	ON CONFLICT (ns, key) DO UPDATE SET token = excluded.token, holder = excluded.holder,
 		expires_at = excluded.expires_at, pid = excluded.pid, readers = COALESCE(OTHERS, '{}') || excluded.readers,
 		fence = r.fence + CASE WHEN excluded.readers IS NOT NULL AND OTHERS IS NOT NULL THEN 0 ELSE 1 END
@@ -106,6 +119,34 @@ FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns 
 // advisoryOthers: the live readers of row r other than $3, NULL if none.
 const advisoryOthers = `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(r.readers) e WHERE e.key <> $3 AND READER)`
 
+// advisoryRenew renews, on the session of process MINE, the writers and
+// readers ($5 shared) of renewSQL's arguments; a row's readers by one update
+// of their entries in its latest version (lk: locked in key order, as
+// every session's renewals do, against deadlocks). It ends as
+// advisoryRenewed.
+const advisoryRenew = `WITH r AS NOT MATERIALIZED (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[], $5::bool[]) WITH ORDINALITY AS r(key, token, ttl, shared, i)
+),
+w AS (
+	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
+	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.pid = MINE
+	RETURNING r.i, l.fence
+),
+lk AS MATERIALIZED (
+	SELECT c.key, c.readers FROM T c WHERE c.ns = $1 AND c.key IN (SELECT key FROM r WHERE shared) ORDER BY c.key FOR UPDATE
+),
+rd AS (
+	UPDATE T AS l SET readers = l.readers || x.entries
+	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, jsonb_set(e.value, '{0}', to_jsonb(` + nowUS + ` + r.ttl::int8)))
+			AS entries
+		FROM r JOIN lk c ON c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
+		WHERE r.shared AND e.key = r.token AND (e.value->>2)::int = MINE GROUP BY r.key) x
+	WHERE l.ns = $1 AND l.key = x.key
+	RETURNING x.ix, l.fence
+),
+u AS (SELECT i, fence FROM w UNION ALL SELECT unnest(ix), fence FROM rd)
+SELECT ARRAY(SELECT i FROM u ORDER BY i), ARRAY(SELECT fence FROM u ORDER BY i), pg_backend_pid(), ` + advisoryRenewed
+
 // advisoryRenewed ends an advisory renewal ($6 TTL in ms, $7 the keys'
 // objects, $8 class, $9 the session's lease count): it gives up the locks
 // of leases whose rows no longer name them (released through another
@@ -117,25 +158,54 @@ const advisoryRenewed = `set_config('idle_session_timeout', CASE WHEN (SELECT co
 		ELSE pg_advisory_unlock($8, x.obj) END) < $9
 	THEN $6::int8::text ELSE '0' END, false)`
 
+// advisoryLeave takes reader $3 out of row $1 ns, $2 key if its entry e is
+// OWNED by the caller, and out of the queue; like releaseSQL it announces
+// the key if that was its last live READER, or if a waiter left a key no
+// writer holds (FREE).
+const advisoryLeave = `WITH r AS (
+	UPDATE T c SET readers = NULLIF(c.readers - $3::text, '{}')
+	WHERE c.ns = $1 AND c.key = $2 AND EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND OWNED)
+	RETURNING (SELECT count(*) FROM jsonb_each(c.readers) e WHERE READER) AS others
+),
+d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM r) IS NOT NULL RETURNING 1),
+n AS (
+	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
+		AND token <> $3 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
+	WHERE EXISTS (SELECT 1 FROM r WHERE others = 0) OR (EXISTS (SELECT 1 FROM d) AND FREE)
+)
+SELECT EXISTS (SELECT 1 FROM r), (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
+
+// unlocked ends a release on the lease's session: it unlocks (UNLOCK) and,
+// with $8 = 0 leases left, turns the idle timeout of the session, parked,
+// off.
+const unlocked = `, UNLOCK($5, $6),
+	set_config('idle_session_timeout', CASE WHEN $8::int > 0 THEN $7::int8::text ELSE '0' END, false), pg_backend_pid()`
+
 func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
-	b := newBase(pool, c, advisoryLive, advisoryReader)
+	b := newBase(pool, c, advisoryLive)
 	b.maxTTL = MaxAdvisoryTTL
 	b.lockArgs = func(key string) []any { return []any{b.classID, hash32(key)} }
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND (c.token = $3 AND ` + advisoryLive(4) +
+		` OR EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND ` + advisoryReader(4) + `)) FOR SHARE OF c`)
 	queue := fill(queueAfter, "GRANTED", "((SELECT ok FROM l) OR (SELECT ours FROM o))", "FREE", "NOT "+lockHeld(8, "true"),
 		"SHARED", "$12")
-	mine := "(e.value->>'pid')::int = pg_backend_pid()"
+	noWriter := "NOT " + lockHeld(5, "k.mode = 'ExclusiveLock'") // readers may join
+	leave := func(owned string) string {
+		return b.sql(fill(advisoryLeave, "OWNED", owned, "READER", advisoryReader(5), "FREE", noWriter))
+	}
 	return &AdvisoryStore{
 		base: b,
 		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8), "READER", advisoryReader(8),
 			"OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)),
-			"EXPIRY", "clock_timestamp() + $5::float8 * interval '1 microsecond'",
 			"REMAINING", fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)"))),
-		renewSQL: b.sql(fill(renewSQL, "RCOND", mine, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
-		// On the lease's session; with $8 = 0 leases left, a parked session has no idle timeout.
-		releaseSQL: b.release("c.pid = pg_backend_pid()", mine, advisoryReader(5), "NOT "+lockHeld(5, "true")) + `,
-	CASE WHEN $9::bool THEN pg_advisory_unlock_shared($5, $6) ELSE pg_advisory_unlock($5, $6) END,
-	set_config('idle_session_timeout', CASE WHEN $8::int > 0 THEN $7::int8::text ELSE '0' END, false), pg_backend_pid()`,
-		leaveSQL: b.release(advisoryLive(5), advisoryReader(5), advisoryReader(5), "NOT "+lockHeld(5, "true")),
+		renewSQL:    b.sql(fill(advisoryRenew, "MINE", "pg_backend_pid()")),
+		releaseSQL:  b.release("c.pid = pg_backend_pid()", noWriter) + fill(unlocked, "UNLOCK", "pg_advisory_unlock"),
+		leaveSQL:    b.release(advisoryLive(5), noWriter),
+		rReleaseSQL: leave("(e.value->>2)::int = pg_backend_pid()") + fill(unlocked, "UNLOCK", "pg_advisory_unlock_shared"),
+		rLeaveSQL:   leave(advisoryReader(5)),
+		infoSQL: b.sql(`SELECT COALESCE(` + advisoryLive(3) + `, false), COALESCE(rd.holder, c.holder, ''), c.fence, ` +
+			fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)") + `, rd.n
+	FROM T c CROSS JOIN LATERAL (` + fill(readersOf, "READER", advisoryReader(3)) + `) rd WHERE c.ns = $1 AND c.key = $2`),
 		sessions: make(map[int64]*session),
 	}
 }
@@ -189,11 +259,12 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 	}
 	for sess, idx := range bySess {
 		sub, objs, fences := make([]driver.Request, len(idx)), make([]int32, len(idx)), make([]int64, len(idx))
+		shared := make([]bool, len(idx))
 		for j, i := range idx {
-			sub[j], objs[j] = rs[i], hash32(rs[i].Key)
+			sub[j], objs[j], shared[j] = rs[i], hash32(rs[i].Key), rs[i].Shared
 		}
 		err := s.exec(ctx, sess, len(idx), func(ctx context.Context) (pid int32, err error) {
-			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, sess.ttlMs, objs, s.classID, sess.leases())
+			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, shared, sess.ttlMs, objs, s.classID, sess.leases())
 			for j, r := range sub {
 				if err == nil && fences[j] == 0 {
 					s.drop(sess, r) // its lock was given up
@@ -217,10 +288,14 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 // at its next renewal).
 func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 	args := []any{s.ns, r.Key, r.Token, s.channelName, s.classID, hash32(r.Key)}
+	release, leave := s.releaseSQL, s.leaveSQL
+	if r.Shared {
+		release, leave = s.rReleaseSQL, s.rLeaveSQL
+	}
 	var released bool
 	sess := s.use(r)
 	if sess == nil {
-		err := s.pool.QueryRow(ctx, s.leaveSQL, args...).Scan(&released, nil, nil)
+		err := s.pool.QueryRow(ctx, leave, args...).Scan(&released, nil, nil)
 		return opErr("release", r.Key, released, err)
 	}
 	err := s.exec(ctx, sess, 1, func(ctx context.Context) (int32, error) {
@@ -228,7 +303,7 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 			return sess.pid, nil // given up by a renewal meanwhile
 		}
 		unlocked, pid := false, int32(0)
-		err := sess.conn.QueryRow(ctx, s.releaseSQL, append(args, sess.ttlMs, sess.leases(), r.Shared)...).
+		err := sess.conn.QueryRow(ctx, release, append(args, sess.ttlMs, sess.leases())...).
 			Scan(&released, nil, nil, &unlocked, nil, &pid)
 		if err == nil && !unlocked {
 			err = errors.New("the session did not hold the lock")
@@ -237,6 +312,23 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 	})
 	// A failure ended the session, which freed its locks.
 	return opErr("release", r.Key, released || err != nil, nil)
+}
+
+// Inspect reports key's writer, or its live readers; for a free key, Fence
+// is the last granted.
+func (s *AdvisoryStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	info := driver.Info{Key: key}
+	var fence, us, readers int64
+	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key, s.classID, hash32(key)).Scan(&info.Held, &info.Holder, &fence, &us, &readers)
+	switch {
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+	case !info.Held && readers == 0:
+		return driver.Info{Key: key, Fence: uint64(fence)}, nil
+	}
+	info.Held, info.Shared, info.Readers = true, readers > 0, int(readers)
+	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
+	return info, nil
 }
 
 // drop forgets r's lease on sess, if held, and reports whether it was.

@@ -134,7 +134,7 @@ func TestAdvisoryReaderLeavesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pid int32
-	if err := pool.QueryRow(ctx, "SELECT (readers->$3->>'pid')::int FROM "+s.Table()+" WHERE ns = $1 AND key = $2",
+	if err := pool.QueryRow(ctx, "SELECT (readers->$3->>2)::int FROM "+s.Table()+" WHERE ns = $1 AND key = $2",
 		s.Namespace(), "k", killed.Token).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +192,39 @@ func TestAdvisoryReaderFencedTx(t *testing.T) {
 	}
 	if err := s.FencedTx(ctx, ref{r, g.Fence}, ok); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("a released reader's FencedTx = %v, want ErrNotHeld", err)
+	}
+}
+
+// TestAdvisoryWriterLeavesReaders: a waiting writer that gives up while
+// readers hold announces the key, naming nobody, and the reader queued
+// behind it joins them.
+func TestAdvisoryWriterLeavesReaders(t *testing.T) {
+	pool := sharedPool(t)
+	s := newStore(t, pool, pglease.ModeAdvisory)
+	other := newStore(t, pool, pglease.ModeAdvisory, pglease.WithNamespace(s.Namespace()))
+	ctx := testCtx(t, 30*time.Second)
+	sub := subscribe(t, ctx, s)
+	const ttl = 10 * time.Second
+	r1, w, r2 := shared(req("k", "r1", ttl)), req("k", "w", ttl), shared(req("k", "r2", ttl))
+	w.Queue, r2.Queue = true, true
+	g, err := s.Acquire(ctx, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []driver.Request{w, r2} {
+		if _, err := other.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("queued Acquire of %s = %v, want ErrHeld", r.Holder, err)
+		}
+	}
+	if err := other.Release(ctx, w); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("the waiting writer's Release = %v, want ErrNotHeld", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if a, err := sub.Next(actx); err != nil || a.Key != "k" || a.Next != "" {
+		t.Fatalf("announcement after the writer left = %+v, %v; want k, naming nobody", a, err)
+	}
+	if g2, err := other.Acquire(ctx, r2); err != nil || g2.Fence != g.Fence {
+		t.Fatalf("r2 after the writer left: %+v, %v; want r1's fence %d", g2, err, g.Fence)
 	}
 }

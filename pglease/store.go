@@ -73,29 +73,18 @@ type base struct {
 	maxTTL               time.Duration
 }
 
-// newBase returns the base of a store whose writer in row c is live when
-// live(i) is true, and whose reader e (a row of jsonb_each(c.readers): token
-// e.key, entry e.value) is live when reader(i) is, $i being the first of the
-// key's lockArgs. Its sql fills in SHARED, whether a queued request is
-// shared, as false unless a statement did.
-func newBase(pool *pgxpool.Pool, n config, live, reader func(i int) string) base {
+// newBase returns the base of a store whose lease in row c is live when
+// live(i) is true, $i being the first of the key's lockArgs. Its sql fills
+// in SHARED, whether a queued request is shared, as false unless a
+// statement did.
+func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
 		"MAXW", strconv.Itoa(n.maxWaiters), "SHARED", "false")
 	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
-	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + `, rd.n, COALESCE(rd.holder, ''), ` +
-		readersRemaining + ` FROM T c CROSS JOIN LATERAL (` + fill(readersOf, "READER", reader(3)) + `) rd WHERE c.ns = $1 AND c.key = $2`)
-	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND (c.token = $3 AND ` + live(4) +
-		` OR EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND ` + reader(4) + `)) FOR SHARE OF c`)
+	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
 	return b
 }
-
-// readersOf counts the live readers of row c (READER: reader's expression),
-// with one holder and the last expiry; entries are {"holder", "expires_at", "pid"}.
-const readersOf = `SELECT count(*) AS n, min(e.value->>'holder') AS holder,
-	max((e.value->>'expires_at')::timestamptz) AS expires_at FROM jsonb_each(c.readers) e WHERE READER`
-
-// readersRemaining is remaining for the last of readersOf's readers (rd).
-var readersRemaining = fill(remaining, "c.expires_at", "rd.expires_at")
 
 // Namespace returns the store's namespace.
 func (b *base) Namespace() string { return b.ns }
@@ -199,21 +188,14 @@ wk AS (
 )`
 
 // releaseSQL frees the row of $1 ns, $2 key if $3 holds it and it is OWNED
-// by the caller, keeping the fence, or takes reader $3 out of it if its entry
-// e is ROWNED; it takes $3 out of the queue, sweeps up
+// by the caller, keeping the fence; it takes $3 out of the queue, sweeps up
 // to 8 expired entries of ns, and announces on $4 the key and its queue's
-// head (if exclusive, else "") if freed (by the writer or the last live
-// READER) or if a waiter left a FREE key's queue. It commits without
+// head (if exclusive, else "") if released or if a waiter left a FREE key's queue. It commits without
 // waiting for the WAL: one lost in a crash leaves the lease held until its TTL.
 const releaseSQL = `WITH r AS (
 	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
 	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND OWNED
 	RETURNING 1
-),
-rr AS (
-	UPDATE T c SET readers = NULLIF(c.readers - $3::text, '{}')
-	WHERE c.ns = $1 AND c.key = $2 AND EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND ROWNED)
-	RETURNING (SELECT count(*) FROM jsonb_each(c.readers) e WHERE READER) AS others
 ),
 d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND RELEASED IS NOT NULL RETURNING 1),
 gc AS (
@@ -224,15 +206,13 @@ gc AS (
 n AS (
 	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
 		AND token <> $3 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
-	WHERE EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM rr WHERE others = 0) OR (EXISTS (SELECT 1 FROM d) AND FREE)
+	WHERE RELEASED OR (EXISTS (SELECT 1 FROM d) AND FREE)
 )
 SELECT RELEASED, (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
 
-// release is releaseSQL for a store: see there for owned, rowned, reader
-// and free.
-func (b *base) release(owned, rowned, reader, free string) string {
-	return b.sql(fill(releaseSQL, "ROWNED", rowned, "OWNED", owned, "READER", reader, "FREE", free,
-		"RELEASED", "(EXISTS (SELECT 1 FROM r) OR EXISTS (SELECT 1 FROM rr))"))
+// release is releaseSQL for a store: see there for owned and free.
+func (b *base) release(owned, free string) string {
+	return b.sql(fill(releaseSQL, "OWNED", owned, "FREE", free, "RELEASED", "EXISTS (SELECT 1 FROM r)"))
 }
 
 // remaining is the microseconds left before c.expires_at, by the server's clock.
@@ -293,46 +273,27 @@ func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Gr
 		Remaining: time.Duration(a.us) * time.Microsecond, Queued: int(a.ahead)}
 }
 
-// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs, $5 shared)
-// of ns $1 whose rows match COND, and the readers whose entries e match RCOND
-// in the rows' latest versions (lk: locked in key order, as other sessions'
-// renewals of the same keys' readers do, against deadlocks; one update per
-// row); it returns the renewed ones' positions in $2 (from 1) and fences,
-// the process and EXTRA.
-// Go puts each fence in its place: a join in SQL ran as a nested loop
-// (O(n²), 30 s for 10,000 leases).
-const renewSQL = `WITH r AS NOT MATERIALIZED (
-	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[], $5::bool[]) WITH ORDINALITY AS r(key, token, ttl, shared, i)
-),
-w AS (
+// renewSQL renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns $1
+// whose rows match COND; it returns the renewed ones' positions in $2 (from
+// 1) and fences, the process and EXTRA. Go puts each fence in its place: a
+// join in SQL ran as a nested loop (O(n²), 30 s for 10,000 leases).
+const renewSQL = `WITH u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
+	FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
+	WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND COND
 	RETURNING r.i, l.fence
-),
-lk AS MATERIALIZED (
-	SELECT c.key, c.readers FROM T c WHERE c.ns = $1 AND c.key IN (SELECT key FROM r WHERE shared) ORDER BY c.key FOR UPDATE
-),
-rd AS (
-	UPDATE T AS l SET readers = l.readers || x.entries
-	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, e.value || jsonb_build_object('expires_at',
-			clock_timestamp() + r.ttl * interval '1 microsecond')) AS entries
-		FROM r JOIN lk c ON c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
-		WHERE r.shared AND e.key = r.token AND RCOND GROUP BY r.key) x
-	WHERE l.ns = $1 AND l.key = x.key
-	RETURNING x.ix, l.fence
-),
-u AS (SELECT i, fence FROM w UNION ALL SELECT unnest(ix), fence FROM rd)
+)
 SELECT ARRAY(SELECT i FROM u ORDER BY i), ARRAY(SELECT fence FROM u ORDER BY i), pg_backend_pid(), EXTRA`
 
 // renew runs a renewSQL statement for rs on q and returns each request's
 // fence, 0 if it was not renewed.
 func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Request, extra ...any) (fences []int64, pid int32, err error) {
-	keys, tokens, ttls, shared := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs)), make([]bool, len(rs))
+	keys, tokens, ttls := make([]string, len(rs)), make([]string, len(rs)), make([]float64, len(rs))
 	for i, r := range rs {
-		keys[i], tokens[i], ttls[i], shared[i] = r.Key, r.Token, micros(r.TTL), r.Shared
+		keys[i], tokens[i], ttls[i] = r.Key, r.Token, micros(r.TTL)
 	}
 	var at, got []int64
-	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls, shared}, extra...)...).Scan(&at, &got, &pid, nil)
+	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&at, &got, &pid, nil)
 	fences = make([]int64, len(rs))
 	for j := 0; err == nil && j < len(at); j++ {
 		fences[at[j]-1] = got[j]
@@ -353,13 +314,8 @@ func opErr(op, key string, held bool, err error) error {
 // Inspect reports who holds key; for a free key, Fence is the last granted.
 func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	info := driver.Info{Key: key}
-	var fence, us, readers, rus int64
-	var reader string
-	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).
-		Scan(&info.Held, &info.Holder, &fence, &us, &readers, &reader, &rus)
-	if !info.Held && readers > 0 {
-		info.Held, info.Shared, info.Readers, info.Holder, us = true, true, int(readers), reader, rus
-	}
+	var fence, us int64
+	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)

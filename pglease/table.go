@@ -21,9 +21,6 @@ type TableStore struct {
 // rowLive is true when the key's row c names a live holder.
 const rowLive = `(c.token IS NOT NULL AND c.expires_at > clock_timestamp())`
 
-// readerLive is true when reader entry e has not expired.
-const readerLive = `(e.value->>'expires_at')::timestamptz > clock_timestamp()`
-
 // tableAcquire takes the row when it is ours and live, or free or expired
 // with no live waiter ahead of us (ah); the fence grows unless it was ours.
 // The upsert is not even tried (so it takes no row lock, and a refused
@@ -48,13 +45,13 @@ SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''
 FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
 
 func newTable(pool *pgxpool.Pool, c config) *TableStore {
-	b := newBase(pool, c, func(int) string { return rowLive }, func(int) string { return readerLive })
+	b := newBase(pool, c, func(int) string { return rowLive })
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
 	return &TableStore{
 		base:       b,
 		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive))),
-		renewSQL:   b.sql(fill(renewSQL, "RCOND", readerLive, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
-		releaseSQL: b.release("c.expires_at > clock_timestamp()", readerLive, readerLive, notLive),
+		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
+		releaseSQL: b.release("c.expires_at > clock_timestamp()", notLive),
 	}
 }
 
