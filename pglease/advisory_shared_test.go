@@ -20,7 +20,7 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-func shared(r driver.Request) driver.Request { r.Shared = true; return r }
+func readerReq(r driver.Request) driver.Request { r.Shared = true; return r }
 
 // TestAdvisoryReadersRaceShareFence: readers of 8 stores (8 sessions) rush
 // a key a writer just left, or a key never taken: all are granted, with one
@@ -50,7 +50,7 @@ func TestAdvisoryReadersRaceShareFence(t *testing.T) {
 		rs, fences, errs := make([]driver.Request, 8), make([]uint64, 8), make([]error, 8)
 		var wg sync.WaitGroup
 		for i := range 8 {
-			rs[i] = shared(req(key, fmt.Sprintf("r%d", i), ttl))
+			rs[i] = readerReq(req(key, fmt.Sprintf("r%d", i), ttl))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -84,7 +84,7 @@ func TestAdvisorySessionReadersAndWriter(t *testing.T) {
 	other := newStore(t, pool, pglease.ModeAdvisory, pglease.WithNamespace(s.Namespace()))
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 5 * time.Second
-	a, b, w := shared(req("k", "A", ttl)), shared(req("k", "B", ttl)), req("k", "W", ttl)
+	a, b, w := readerReq(req("k", "A", ttl)), readerReq(req("k", "B", ttl)), req("k", "W", ttl)
 	ga, err := s.Acquire(ctx, a)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestAdvisoryReaderLeavesAtOnce(t *testing.T) {
 	other := newStore(t, pool, pglease.ModeAdvisory, pglease.WithNamespace(s.Namespace()))
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 10 * time.Second
-	killed, stay := shared(req("k", "killed", ttl)), shared(req("k", "stay", 2*ttl))
+	killed, stay := readerReq(req("k", "killed", ttl)), readerReq(req("k", "stay", 2*ttl))
 	g, err := s.Acquire(ctx, killed)
 	if err == nil {
 		_, err = s.Acquire(ctx, stay)
@@ -174,7 +174,7 @@ func TestAdvisoryReaderFencedTx(t *testing.T) {
 	pool := sharedPool(t)
 	s := newStore(t, pool, pglease.ModeAdvisory)
 	ctx := testCtx(t, 30*time.Second)
-	r := shared(req("k", "R", 10*time.Second))
+	r := readerReq(req("k", "R", 10*time.Second))
 	g, err := s.Acquire(ctx, r)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestAdvisoryReaderFencedTx(t *testing.T) {
 	if err := s.FencedTx(ctx, ref{r, g.Fence}, ok); err != nil {
 		t.Fatalf("a live reader's FencedTx: %v", err)
 	}
-	foreign := ref{shared(req("k", "F", time.Second)), g.Fence}
+	foreign := ref{readerReq(req("k", "F", time.Second)), g.Fence}
 	if err := s.FencedTx(ctx, foreign, ok); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("FencedTx with a foreign token = %v, want ErrNotHeld", err)
 	}
@@ -205,7 +205,7 @@ func TestAdvisoryWriterLeavesReaders(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	sub := subscribe(t, ctx, s)
 	const ttl = 10 * time.Second
-	r1, w, r2 := shared(req("k", "r1", ttl)), req("k", "w", ttl), shared(req("k", "r2", ttl))
+	r1, w, r2 := readerReq(req("k", "r1", ttl)), req("k", "w", ttl), readerReq(req("k", "r2", ttl))
 	w.Queue, r2.Queue = true, true
 	g, err := s.Acquire(ctx, r1)
 	if err != nil {
