@@ -119,8 +119,8 @@ FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns 
 // advisoryOthers: the live readers of row r other than $3, NULL if none.
 const advisoryOthers = `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(r.readers) e WHERE e.key <> $3 AND READER)`
 
-// advisoryRenew renews, on the session of process MINE, the writers and
-// readers ($5 shared) of renewSQL's arguments; a row's readers by one update
+// advisoryRenew renews, on the lease's session, the writers and readers
+// ($5 shared) of renewSQL's arguments; a row's readers by one update
 // of their entries in its latest version (lk: locked in key order, as
 // every session's renewals do, against deadlocks). It ends as
 // advisoryRenewed.
@@ -129,7 +129,7 @@ const advisoryRenew = `WITH r AS NOT MATERIALIZED (
 ),
 w AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.pid = MINE
+	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.pid = pg_backend_pid()
 	RETURNING r.i, l.fence
 ),
 lk AS MATERIALIZED (
@@ -140,7 +140,7 @@ rd AS (
 	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, jsonb_set(e.value, '{0}', to_jsonb(` + nowUS + ` + r.ttl::int8)))
 			AS entries
 		FROM r JOIN lk c ON c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
-		WHERE r.shared AND e.key = r.token AND (e.value->>2)::int = MINE GROUP BY r.key) x
+		WHERE r.shared AND e.key = r.token AND (e.value->>2)::int = pg_backend_pid() GROUP BY r.key) x
 	WHERE l.ns = $1 AND l.key = x.key
 	RETURNING x.ix, l.fence
 ),
@@ -189,7 +189,9 @@ func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 		` OR EXISTS (SELECT 1 FROM jsonb_each(c.readers) e WHERE e.key = $3 AND ` + advisoryReader(4) + `)) FOR SHARE OF c`)
 	queue := fill(queueAfter, "GRANTED", "((SELECT ok FROM l) OR (SELECT ours FROM o))", "FREE", "NOT "+lockHeld(8, "true"),
 		"SHARED", "$12")
-	noWriter := "NOT " + lockHeld(5, "k.mode = 'ExclusiveLock'") // readers may join
+	// A waiter leaving a key no writer holds announces it: readers may join.
+	noWriter := "NOT " + lockHeld(5, "k.mode = 'ExclusiveLock'")
+	last := fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)") // the writer's, or the last reader's
 	leave := func(owned string) string {
 		return b.sql(fill(advisoryLeave, "OWNED", owned, "READER", advisoryReader(5), "FREE", noWriter))
 	}
@@ -197,14 +199,13 @@ func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 		base: b,
 		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8), "READER", advisoryReader(8),
 			"OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)),
-			"REMAINING", fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)"))),
-		renewSQL:    b.sql(fill(advisoryRenew, "MINE", "pg_backend_pid()")),
+			"REMAINING", last)),
+		renewSQL:    b.sql(advisoryRenew),
 		releaseSQL:  b.release("c.pid = pg_backend_pid()", noWriter) + fill(unlocked, "UNLOCK", "pg_advisory_unlock"),
 		leaveSQL:    b.release(advisoryLive(5), noWriter),
 		rReleaseSQL: leave("(e.value->>2)::int = pg_backend_pid()") + fill(unlocked, "UNLOCK", "pg_advisory_unlock_shared"),
 		rLeaveSQL:   leave(advisoryReader(5)),
-		infoSQL: b.sql(`SELECT COALESCE(` + advisoryLive(3) + `, false), COALESCE(rd.holder, c.holder, ''), c.fence, ` +
-			fill(remaining, "c.expires_at", "COALESCE(rd.expires_at, c.expires_at)") + `, rd.n
+		infoSQL: b.sql(`SELECT COALESCE(` + advisoryLive(3) + `, false), COALESCE(rd.holder, c.holder, ''), c.fence, ` + last + `, rd.n
 	FROM T c CROSS JOIN LATERAL (` + fill(readersOf, "READER", advisoryReader(3)) + `) rd WHERE c.ns = $1 AND c.key = $2`),
 		sessions: make(map[int64]*session),
 	}
