@@ -53,13 +53,16 @@ type session struct {
 	users int                        // under AdvisoryStore.mu
 }
 
-// lockHeld is true when the advisory lock ($i class, $i+1 object) is
-// granted in this database to a session matching cond.
-func lockHeld(i int, cond string) string {
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND %s
+// lockers selects the processes granted the advisory lock ($i class, $i+1
+// object) in this database, matching cond.
+func lockers(i int, cond string) string {
+	return fmt.Sprintf(`SELECT k.pid FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND %s
 	AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND k.classid = $%d::int4::oid AND k.objid = $%d::int4::oid AND k.objsubid = 2)`, cond, i, i+1)
+	AND k.classid = $%d::int4::oid AND k.objid = $%d::int4::oid AND k.objsubid = 2`, cond, i, i+1)
 }
+
+// lockHeld is true when a session matching cond holds the lock.
+func lockHeld(i int, cond string) string { return "EXISTS (" + lockers(i, cond) + ")" }
 
 // advisoryLive: row c names a writer whose session holds the lock.
 func advisoryLive(i int) string {
@@ -68,9 +71,10 @@ func advisoryLive(i int) string {
 
 // Readers: a row's readers map each reader's token to [expiry in µs since
 // the epoch, holder, server process] (table mode's entries, and the process);
-// advisoryReader is true when entry e's process holds the lock shared.
+// advisoryReader is true when entry e's process holds the lock shared (the
+// lock's holders read once per statement, not once per entry).
 func advisoryReader(i int) string {
-	return lockHeld(i, "k.pid = (e.value->>2)::int AND k.mode = 'ShareLock'")
+	return "(e.value->>2)::int IN (" + lockers(i, "k.mode = 'ShareLock'") + ")"
 }
 
 // readersOf counts the live readers (READER) of row c, with one's holder
@@ -137,10 +141,9 @@ lk AS MATERIALIZED (
 ),
 rd AS (
 	UPDATE T AS l SET readers = l.readers || x.entries
-	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token, jsonb_set(e.value, '{0}', to_jsonb(` + nowUS + ` + r.ttl::int8)))
-			AS entries
-		FROM r JOIN lk c ON c.key = r.key CROSS JOIN LATERAL jsonb_each(c.readers) e
-		WHERE r.shared AND e.key = r.token AND (e.value->>2)::int = pg_backend_pid() GROUP BY r.key) x
+	FROM (SELECT r.key, array_agg(r.i) AS ix, jsonb_object_agg(r.token,
+			jsonb_set(c.readers->r.token, '{0}', to_jsonb(` + nowUS + ` + r.ttl::int8))) AS entries
+		FROM r JOIN lk c ON c.key = r.key WHERE r.shared AND (c.readers->r.token->>2)::int = pg_backend_pid() GROUP BY r.key) x
 	WHERE l.ns = $1 AND l.key = x.key
 	RETURNING x.ix, l.fence
 ),
