@@ -35,7 +35,7 @@ var ErrPooler = errors.New("pglease: the lease's statements ran in a different s
 type AdvisoryStore struct {
 	base
 	acquireSQL, renewSQL, releaseSQL, leaveSQL string
-	rReleaseSQL, rLeaveSQL, infoSQL            string // a reader's release and leave; Inspect
+	mixedSQL, rReleaseSQL, rLeaveSQL, infoSQL  string // renewals with readers, a reader's release and leave; Inspect
 
 	mu       sync.Mutex
 	sessions map[int64]*session // by TTL in ms
@@ -124,7 +124,8 @@ FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns 
 const advisoryOthers = `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(r.readers) e WHERE e.key <> $3 AND READER)`
 
 // advisoryRenew renews, on the lease's session, the writers and readers
-// ($5 shared) of renewSQL's arguments; a row's readers by one update
+// ($5 shared) of renewSQL's arguments (writers alone take renewSQL, about
+// twice as fast for one lease); a row's readers by one update
 // of their entries in its latest version (lk: locked in key order, as
 // every session's renewals do, against deadlocks). It ends as
 // advisoryRenewed.
@@ -203,7 +204,8 @@ func newAdvisory(pool *pgxpool.Pool, c config) *AdvisoryStore {
 		acquireSQL: b.sql(fill(advisoryAcquire, "QUEUE", queue, "LIVE", advisoryLive(8), "READER", advisoryReader(8),
 			"OTHERS", fill(advisoryOthers, "READER", advisoryReader(8)),
 			"REMAINING", last)),
-		renewSQL:    b.sql(advisoryRenew),
+		renewSQL:    b.sql(fill(renewSQL, "COND", "l.pid = pg_backend_pid()", "EXTRA", advisoryRenewed)),
+		mixedSQL:    b.sql(advisoryRenew),
 		releaseSQL:  b.release("c.pid = pg_backend_pid()", noWriter) + fill(unlocked, "UNLOCK", "pg_advisory_unlock"),
 		leaveSQL:    b.release(advisoryLive(5), noWriter),
 		rReleaseSQL: leave("(e.value->>2)::int = pg_backend_pid()") + fill(unlocked, "UNLOCK", "pg_advisory_unlock_shared"),
@@ -263,12 +265,15 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 	}
 	for sess, idx := range bySess {
 		sub, objs, fences := make([]driver.Request, len(idx)), make([]int32, len(idx)), make([]int64, len(idx))
-		shared := make([]bool, len(idx))
+		shared, sql := make([]bool, len(idx)), s.renewSQL
 		for j, i := range idx {
 			sub[j], objs[j], shared[j] = rs[i], hash32(rs[i].Key), rs[i].Shared
+			if shared[j] {
+				sql = s.mixedSQL
+			}
 		}
 		err := s.exec(ctx, sess, len(idx), func(ctx context.Context) (pid int32, err error) {
-			fences, pid, err = s.renew(ctx, sess.conn, s.renewSQL, sub, shared, sess.ttlMs, objs, s.classID, sess.leases())
+			fences, pid, err = s.renew(ctx, sess.conn, sql, sub, shared, sess.ttlMs, objs, s.classID, sess.leases())
 			for j, r := range sub {
 				if err == nil && fences[j] == 0 {
 					s.drop(sess, r) // its lock was given up

@@ -96,6 +96,15 @@ func TestAdvisorySessionReadersAndWriter(t *testing.T) {
 	if gb, err := s.Acquire(ctx, b); err != nil || gb.Fence != ga.Fence {
 		t.Fatalf("reader B through A's session: %+v, %v; want fence %d", gb, err, ga.Fence)
 	}
+	x := req("x", "X", ttl) // a writer of another key on the session: renewed with the readers
+	if _, err := s.Acquire(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range s.RenewMany(ctx, []driver.Request{a, x, b}) {
+		if err != nil {
+			t.Fatalf("RenewMany of readers and a writer [%d]: %v", i, err)
+		}
+	}
 	for _, r := range []driver.Request{a, b} {
 		if err := s.Release(ctx, r); err != nil {
 			t.Fatalf("Release of %s: %v", r.Holder, err)
