@@ -168,16 +168,27 @@ func heldBy(kv *mvccpb.KeyValue, token string) bool {
 	return kv != nil && strings.HasPrefix(string(kv.Value), token+"\x00")
 }
 
-// held returns the refusal for st.
-func held(key string, st state) error {
+// held returns the refusal for st. For a key readers hold, one more
+// request asks etcd for the time left of one reader's etcd lease: readers
+// renew alike, so this is close to the last reader's time left.
+func (s *Store) held(ctx context.Context, key string, st state) error {
 	e := &lease.HeldError{Key: key, Queued: st.ahead}
 	if st.holder != nil {
 		_, e.Holder, _ = strings.Cut(string(st.holder.Value), "\x00")
 		e.Fence = uint64(st.holder.ModRevision)
 	} else if st.reader != nil {
-		e.Holder, e.Fence = string(st.reader.Value), uint64(st.epoch)
+		e.Holder, e.Fence, e.Remaining = string(st.reader.Value), uint64(st.epoch), s.timeLeft(ctx, st.reader.Lease)
 	}
 	return e
+}
+
+// timeLeft returns the time left of etcd lease id, 0 if etcd cannot tell.
+func (s *Store) timeLeft(ctx context.Context, id int64) time.Duration {
+	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil || resp.TTL <= 0 {
+		return 0
+	}
+	return time.Duration(resp.TTL) * time.Second
 }
 
 // Acquire grants a key handed to r.Token as an open subscription saw it
@@ -226,12 +237,12 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	}
 	if st.own != nil {
 		if !free {
-			return driver.Grant{}, 0, cmp.Or(s.keepAlive(ctx, st.own.Lease), held(r.Key, st))
+			return driver.Grant{}, 0, cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
 		}
 		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(ek), "=", st.own.CreateRevision))
 		resp, err := s.cli.Txn(ctx).If(conds...).Then(append(s.opsGrant(r, st.own.Lease), clientv3.OpDelete(ek))...).Commit()
 		if err == nil && !resp.Succeeded { // the read is stale: the Client looks again
-			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), held(r.Key, st))
+			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
 		} else if err == nil {
 			// The key lives a TTL from this keep-alive, which is after the
 			// call began; if the lease expired since the transaction, so did
@@ -245,7 +256,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	}
 	switch {
 	case !free && !r.Queue:
-		return driver.Grant{}, 0, held(r.Key, st)
+		return driver.Grant{}, 0, s.held(ctx, r.Key, st)
 	case !free && st.queue >= s.maxWaiters:
 		return driver.Grant{}, 0, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 	}
@@ -268,12 +279,12 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	if err == nil {
 		st = s.parse(resp.Responses[len(refused):], r)
 		if r.Queue && st.ahead < s.maxWaiters {
-			return driver.Grant{}, 0, held(r.Key, st) // queued on lease id
+			return driver.Grant{}, 0, s.held(ctx, r.Key, st) // queued on lease id
 		}
 		if r.Queue {
 			err = &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 		} else {
-			err = held(r.Key, st)
+			err = s.held(ctx, r.Key, st)
 		}
 	}
 	// The new etcd lease carries nothing we keep: revoking it deletes an
@@ -546,7 +557,9 @@ func ours(key, token string) []clientv3.Cmp {
 	}
 }
 
-// Inspect reports who holds key, with one read. Remaining is always 0.
+// Inspect reports who holds key, with one read; Remaining is 0 for a
+// writer, and for readers one reader's time left (see held), which costs
+// one more request.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	resp, err := s.cli.Txn(ctx).Then(s.opsRead(key)...).Commit()
 	if err != nil {
@@ -558,7 +571,8 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		_, holder, _ := strings.Cut(string(st.holder.Value), "\x00")
 		return driver.Info{Key: key, Held: true, Holder: holder, Fence: uint64(st.holder.ModRevision)}, nil
 	case st.reader != nil:
-		return driver.Info{Key: key, Held: true, Shared: true, Readers: st.readers, Holder: string(st.reader.Value), Fence: uint64(st.epoch)}, nil
+		return driver.Info{Key: key, Held: true, Shared: true, Readers: st.readers, Holder: string(st.reader.Value), Fence: uint64(st.epoch),
+			Remaining: s.timeLeft(ctx, st.reader.Lease)}, nil
 	}
 	return driver.Info{Key: key}, nil
 }
