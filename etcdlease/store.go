@@ -232,7 +232,9 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	k, ek := s.keyPath(r.Key), s.entryKey(r)
 	free := st.holder == nil && (r.Shared && st.writers == 0 || !r.Shared && st.readers == 0 && st.ahead == 0)
 	conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
-	if !r.Shared {
+	if r.Shared { // a hold's key is only ever created, as below
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.holdKey(r)), "=", 0))
+	} else {
 		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, "")), "=", 0).WithPrefix())
 	}
 	if st.own != nil {
