@@ -58,7 +58,9 @@ if (not lease or readers and shared) and blocked == 0 then
     local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
     fence = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
     redis.call('SET', KEYS[2], fence)
-    redis.call('DEL', KEYS[6], KEYS[7]) -- dead readers
+    if shared then
+      redis.call('DEL', KEYS[6], KEYS[7]) -- dead readers
+    end
   end
   if not shared then
     redis.call('SET', KEYS[1], ARGV[1] .. '\0' .. fence .. '\0' .. ARGV[2], 'PX', ARGV[3])
