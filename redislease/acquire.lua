@@ -18,7 +18,7 @@ local tok, fence, holder
 local lease = redis.call('GET', KEYS[1])
 if lease then
   tok, fence, holder = string.match(lease, '^([^%z]*)%z(%d+)%z(.*)$')
-  if tok == ARGV[1] and not shared then
+  if tok == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return fence
   end
