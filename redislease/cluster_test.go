@@ -102,7 +102,7 @@ func TestCluster(t *testing.T) {
 			if info, err := other.Inspect(ctx, k); err != nil || !info.Held || info.Fence != g.Fence {
 				t.Errorf("Inspect(%q) = %+v, %v", k, info, err)
 			}
-			// A waiter queues (all four keys in one script) and gets the key.
+			// A waiter queues (the queue keys in one script) and gets the key.
 			w := req(k, token(t), "w", 10*time.Second)
 			w.Queue = true
 			var he *lease.HeldError
