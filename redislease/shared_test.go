@@ -88,6 +88,27 @@ func TestSharedHolds(t *testing.T) {
 	if err := s.Release(ctx, r1); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("old reader's Release = %v", err)
 	}
+	// A writer queued ahead of a reader gives up: the reader may join, and
+	// the announcement names nobody.
+	w2 := queued(req("k", token(t), "w2", time.Minute))
+	r5 := queued(shared(req("k", token(t), "r5", time.Minute)))
+	for _, r := range []driver.Request{w2, r5} {
+		if _, err := s.Acquire(ctx, r); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("%s = %v, want queued", r.Holder, err)
+		}
+	}
+	if err := s.Release(ctx, w2); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("the writer leaving the queue: %v", err)
+	}
+	if an, err := sub.Next(ctx); err != nil || an.Key != "k" || an.Next != "" {
+		t.Fatalf("announcement %+v, %v", an, err)
+	}
+	if g, err := s.Acquire(ctx, r5); err != nil || g.Fence != g3.Fence {
+		t.Fatalf("r5 = %+v, %v; want fence %d", g, err, g3.Fence)
+	}
+	if err := s.Release(ctx, r5); err != nil {
+		t.Fatal(err)
+	}
 	// A short reader expires alone.
 	r4 := shared(req("k", token(t), "r4", 50*time.Millisecond))
 	if _, err := s.Acquire(ctx, r4); err != nil {
