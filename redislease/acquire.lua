@@ -37,7 +37,8 @@ if not again and redis.call('EXISTS', KEYS[3]) == 1 then
   rank = redis.call('ZRANK', KEYS[3], m)
   ahead = rank or redis.call('ZCARD', KEYS[3])
   blocked = ahead
-  if shared and ahead > 0 then -- only exclusive waiters ahead block a reader
+  -- Only exclusive waiters ahead block a reader (looked for if no writer holds).
+  if shared and ahead > 0 and (readers or not lease) then
     blocked = 0
     for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead - 1)) do
       if string.byte(w) ~= 0 then
