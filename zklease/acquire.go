@@ -52,7 +52,11 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 // (the parent's pzxid) and the server's time (its mtime).
 func (s *Store) create(r driver.Request) (entry, error) {
 	parent := s.parent(r.Key)
-	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + mark(r.Shared) + "-", Data: encodeData(r, 0), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
+	name := nodePrefix + r.Token
+	if r.Shared {
+		name += readMark
+	}
+	create := &zk.CreateRequest{Path: parent + "/" + name + "-", Data: encodeData(r, 0), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
 	touch := &zk.SetDataRequest{Path: parent, Version: -1}
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -187,11 +191,13 @@ func (s *Store) join(r driver.Request, e *entry, run []node, now *int64) error {
 	return s.written(r, e, res[0].Stat)
 }
 
-// heads reads run, nodes that hold key together, but skip, and judges
-// their TTLs at the server's time now (ms). An expired node holds nothing
-// and, if drop, is deleted unless renewed since it was read (its session
-// may live on). Info tells the lowest fence (the read epoch's, of node
-// src) and its holder, and the longest TTL left; errAgain: all are gone.
+// heads reads run, nodes that hold key together, and judges their TTLs at
+// the server's time now (ms). An expired node holds nothing and, if drop,
+// is deleted unless renewed since it was read (its session may live on).
+// Info tells the lowest fence (the read epoch's, of node src) and its
+// holder, and the longest TTL left; errAgain: all are gone. For a joiner
+// (skip: its node), heads stops at the first node that records an epoch:
+// every later node records that epoch too, or has a larger czxid.
 func (s *Store) heads(key string, run []node, skip string, now int64, drop bool) (driver.Info, string, error) {
 	info, src, seen := driver.Info{Key: key}, "", false
 	for _, n := range run {
@@ -221,6 +227,9 @@ func (s *Store) heads(key string, run []node, skip string, now int64, drop bool)
 		info.Remaining = max(info.Remaining, time.Duration(min(left, e.ttlMs))*time.Millisecond)
 		if n.shared {
 			info.Readers++
+		}
+		if skip != "" && e.epoch != 0 { // a joiner needs no more: the epoch is recorded
+			break
 		}
 	}
 	if !seen {

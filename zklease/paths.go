@@ -23,13 +23,6 @@ const nodePrefix = "_c_"
 // readMark ends the token in a reader's node name: "_c_<token>-r-<seq>".
 const readMark = "-r"
 
-func mark(shared bool) string {
-	if shared {
-		return readMark
-	}
-	return ""
-}
-
 // escapeKey turns a key into one znode name: bytes outside [A-Za-z0-9_~-]
 // and '.' are percent-escaped, and the result is never "." or "..".
 func escapeKey(key string) string {
