@@ -41,17 +41,19 @@
 // key held sets a child watch, which fires only on the node's deletion: a
 // queued waiter on its predecessor (so a release wakes the next waiter and
 // no other, and Announcement.Next names it), another try on the lowest
-// node. go-zookeeper v1.0.4 has no persistent watches.
+// node. A release that no Acquire waits for is not announced.
+// go-zookeeper v1.0.4 has no persistent watches.
 //
 // Round trips: Acquire of a free key 2 (a multi that creates the node and
 // touches the parent, yielding the fence and the server's time; a
 // listing), of a held key 4 (+1 watch; + a read per further reader), or
-// queued 3 (2 behind another waiter; +1 watch); a reader joining others 4
-// (usually; one read more per reader that records no epoch yet); a queued
-// waiter's turn 1 (a listing; a reader's joining others, 3); Renew 1;
-// RenewMany as few multis as ZooKeeper's 1 MiB packet limit allows;
-// Release 1; Inspect 3. go-zookeeper's calls take no context: a Store
-// checks ctx before each operation.
+// queued 3 (2 behind another waiter; +1 watch); a reader joining others
+// 3, + a read of each reader up to the first that records the epoch
+// (usually 4 or 5); a queued waiter's turn 1 (a listing; a reader's
+// joining others, 2 + those reads); Renew 1; RenewMany as few multis as
+// ZooKeeper's 1 MiB packet limit allows; Release 1; Inspect 3 (+1 per
+// further reader). go-zookeeper's calls take no context: a Store checks
+// ctx before each operation.
 //
 // Security: the node names hold the tokens, so errors name nodes with the
 // token shortened ("_c_0123abcd…-0000000007"). Without credentials the
