@@ -220,10 +220,10 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	if err != nil {
 		return driver.Grant{}, 0, err
 	}
-	switch {
-	case r.Shared && st.mine != nil:
+	switch { // a retried Acquire, whoever waits (and whatever r.Shared says)
+	case st.mine != nil:
 		return driver.Grant{Fence: uint64(st.epoch)}, st.mine.Lease, s.keepAlive(ctx, st.mine.Lease)
-	case !r.Shared && heldBy(st.holder, r.Token):
+	case heldBy(st.holder, r.Token):
 		return driver.Grant{Fence: uint64(st.holder.ModRevision)}, st.holder.Lease, s.keepAlive(ctx, st.holder.Lease)
 	}
 	// A writer needs the key free and nobody ahead; a reader, no writer
