@@ -121,8 +121,9 @@ func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) state {
 	}
 	ek := s.entryKey(r)
 	for _, kv := range rs[1].GetResponseRange().GetKvs() {
-		_, token, kind, _ := s.parseKey(kv.Key)
+		_, token, kind, ok := s.parseKey(kv.Key)
 		switch {
+		case !ok: // another layout's
 		case kind == kindEpoch:
 			st.epoch = kv.ModRevision
 		case kind == kindReader:
