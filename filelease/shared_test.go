@@ -120,6 +120,13 @@ func TestSharedRecord(t *testing.T) {
 			t.Errorf("%s: Inspect = %v, want ErrCorrupt", what, err)
 		}
 	}
+	// A reader's holder that does not parse is no corruption.
+	if err := os.WriteFile(s.File(key), withCRC(bytes.Replace(body, []byte(` "reader-1"`), []byte(` "unterminated`), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Inspect(ctx, key); err != nil || !info.Shared || info.Readers != 1 || info.Holder == "reader-1" {
+		t.Errorf("Inspect with a reader's holder unquoted = %+v, %v; want the reader, its holder unreadable", info, err)
+	}
 	if err := os.WriteFile(s.File(key), full, 0o600); err != nil {
 		t.Fatal(err)
 	}
