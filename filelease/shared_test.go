@@ -66,11 +66,6 @@ func TestSharedRecord(t *testing.T) {
 		!errors.Is(errs[2], lease.ErrNotHeld) || !errors.Is(errs[3], lease.ErrNotHeld) {
 		t.Fatalf("RenewMany of two readers, a waiter and a stranger = %v; want nil, nil, ErrNotHeld, ErrNotHeld", errs)
 	}
-	excl := r1
-	excl.Shared = false
-	if err := s.Release(ctx, excl); !errors.Is(err, lease.ErrNotHeld) {
-		t.Fatalf("exclusive Release of a reader's token = %v; want ErrNotHeld", err)
-	}
 	for _, r := range []driver.Request{r1, r2} {
 		if err := s.Release(ctx, r); err != nil {
 			t.Fatalf("Release of %s: %v", r.Holder, err)

@@ -157,10 +157,10 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 	expires := now + int64(r.TTL)
 	held, i := rec.held(now, s.boot), readerIndex(rec.Readers, r.Token)
 	switch {
-	case held && rec.Token == r.Token && !r.Shared:
+	case held && rec.Token == r.Token: // a retried Acquire, of either kind
 		rec.Holder, rec.Expires = r.Holder, expires
 		return rec.Fence, lf.write(rec, false)
-	case i < len(rec.Readers) && r.Shared:
+	case i < len(rec.Readers): // whoever waits
 		rec.Readers[i].Holder, rec.Readers[i].Expires = r.Holder, expires
 		return rec.Fence, lf.write(rec, false)
 	}
@@ -199,15 +199,15 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 	return fence, lf.write(grant, fence != rec.Fence)
 }
 
-// Renew extends r.Key to r.TTL from now if r.Token still holds it (shared as
-// r.Shared says).
+// Renew extends r.Key to r.TTL from now if r.Token still holds it, as its
+// writer or one of its readers.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return s.do(ctx, "renew", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
 		rec := lf.rec.live(now, s.boot)
 		switch i := readerIndex(rec.Readers, r.Token); {
-		case r.Shared && i < len(rec.Readers):
+		case i < len(rec.Readers):
 			rec.Readers[i].Expires = now + int64(r.TTL)
-		case r.Shared || !rec.held(now, s.boot) || rec.Token != r.Token:
+		case !rec.held(now, s.boot) || rec.Token != r.Token:
 			return lease.ErrNotHeld
 		default:
 			rec.Expires = now + int64(r.TTL)
@@ -227,8 +227,8 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	return errs
 }
 
-// Release frees r.Key if r.Token holds it (shared as r.Shared says), keeping
-// its fence, and takes r.Token out of the key's queue. It announces the key
+// Release frees r.Key if r.Token holds it, as its writer or one of its
+// readers, keeping its fence, and takes r.Token out of the key's queue. It announces the key
 // (touches the file) when it frees it, or when it dequeues a waiter of a key
 // no writer holds: the next waiters may now be first, or join the readers.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
@@ -237,9 +237,9 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 		var dequeued bool
 		rec.Queue, dequeued = fifo.Dequeue(rec.Queue, r.Token)
 		i := readerIndex(rec.Readers, r.Token)
-		mine := r.Shared && i < len(rec.Readers) || !r.Shared && rec.held(now, s.boot) && rec.Token == r.Token
+		mine := i < len(rec.Readers) || rec.held(now, s.boot) && rec.Token == r.Token
 		switch {
-		case mine && r.Shared:
+		case i < len(rec.Readers):
 			rec.Readers = slices.Delete(rec.Readers, i, i+1)
 		case mine:
 			rec = record{Key: rec.Key, Fence: rec.Fence, QueueBoot: s.boot, Queue: rec.Queue}
