@@ -120,7 +120,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"## Targets", "## 1. Uncontended", "## 3. Crash fail-over", "| file |"} {
+	for _, s := range []string{"## Targets", "## 1. Uncontended", "## 3. Crash fail-over", "| file |", "## 6. Read-heavy", "| leasekit | memory |", "## 7. All or nothing", "0 timeouts"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("BENCHMARKS.md lacks %q", s)
 		}
