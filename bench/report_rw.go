@@ -89,7 +89,7 @@ func acquireAllSection(w func(string, ...any), rs []Result, x index, m Meta) {
 		"leasekit uses `Client.AcquireAll` (it never waits while holding a key: when a key is held it releases the others, waits for that one in its queue and tries the set again; a fence per key). "+
 		"The peer is the naive approach a user of a Go Redis lock takes: redislock (ExponentialBackoff 4–512 ms per key, as in §2) on each key one by one, in sorted order so that it cannot deadlock, without fences; no Go peer has an all-or-nothing call. "+
 		"On the other stores leasekit runs alone. Systems run interleaved in rounds of 4 s as in §2, %.0f s each in total, after an unmeasured warm-up; as in §6 an acquire call is never cut short when a round ends. "+
-		"**Deadlock check:** every call is bounded by %.0f s; a call that reaches it counts as a *timeout* and the run must report 0 (a deadlock between clients would show as timeouts, not as a hung run). TTL 5 s.\n\n",
+		"**Deadlock check:** every call is bounded by %.0f s; a call that reaches it counts as a *timeout* (its wait enters the percentiles as the bound) and the run must report 0 (a deadlock between clients would show as timeouts, not as a hung run). TTL 5 s.\n\n",
 		allPick, allKeys, f1(ms(m.Plan.Hold)), m.Plan.ContDur.Seconds(), attemptTimeout.Seconds())
 	w("| system | store | acq/s | wait p50 | wait p99 | wait max | timeouts | errors | per client min..max | acq/s vs peer |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	peer := x.get("acquire-all", "redislock-sorted", "redis")

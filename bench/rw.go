@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -359,26 +358,9 @@ func (c *extRun) reset() {
 }
 
 func (c *extRun) close() {
-	var ls []Locker
-	for _, l := range c.rw {
-		if l != nil {
-			ls = append(ls, closer{l})
-		}
-	}
-	for _, l := range c.multi {
-		if l != nil {
-			ls = append(ls, closer{l})
-		}
-	}
-	closeAll(ls)
+	closeAll(c.rw)
+	closeAll(c.multi)
 	c.rw, c.multi = nil, nil
-}
-
-// closer lets closeAll close an RWLocker or MultiLocker.
-type closer struct{ io.Closer }
-
-func (closer) Lock(context.Context) (func(context.Context) error, error) {
-	return nil, errors.ErrUnsupported
 }
 
 // phase lets the workers contend for dur; each finishes its attempt in
