@@ -154,7 +154,8 @@ func TestHandOff(t *testing.T) {
 // TestSharedLayout: each reader has its own key on its own etcd lease; the
 // first reader of an epoch puts the epoch's key, on no etcd lease, whose mod
 // revision is the readers' fence; a writer's grant deletes it. Another
-// store renews readers and writers together by reading their keys.
+// store renews readers and writers together by reading their keys; neither
+// renewals nor releases depend on Request.Shared.
 func TestSharedLayout(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cli := newCli(t, endpoints(t))
@@ -189,14 +190,19 @@ func TestSharedLayout(t *testing.T) {
 	case e == nil || e.Lease != 0 || uint64(e.ModRevision) != fences[0] || fences[1] != fences[0]:
 		t.Errorf("epoch key %v, fences %v; want the readers' fence as the epoch's mod revision, on no etcd lease", e, fences)
 	}
+	// Renewals and releases are of either kind, whatever Shared says.
+	flip := func(r driver.Request) driver.Request { r.Shared = !r.Shared; return r }
 	other := newStore(t, cli, s.Prefix())
-	if errs := other.RenewMany(ctx, []driver.Request{r1, w, r2}); errs[0] != nil || errs[1] != nil || errs[2] != nil {
+	if errs := other.RenewMany(ctx, []driver.Request{r1, w, flip(r2), flip(w)}); errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil {
 		t.Errorf("another store's RenewMany of readers and a writer: %v", errs)
 	}
-	for _, r := range []driver.Request{r1, r2} {
+	for _, r := range []driver.Request{flip(r1), r2} {
 		if err := s.Release(ctx, r); err != nil {
-			t.Fatalf("Release of %s: %v", r.Holder, err)
+			t.Fatalf("Release of %s (shared %v): %v", r.Holder, r.Shared, err)
 		}
+	}
+	if err := s.Release(ctx, r2); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("a second Release of r2 = %v, want ErrNotHeld", err)
 	}
 	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(k1.Lease)); err != nil || ttl.TTL != -1 {
 		t.Errorf("a reader's etcd lease after its Release: %+v, %v; want revoked", ttl, err)

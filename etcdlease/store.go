@@ -155,15 +155,6 @@ func (s *Store) read(ctx context.Context, r driver.Request) (state, error) {
 	return s.parse(resp.Responses, r), nil
 }
 
-// holdKey returns the etcd key of r's hold: the key, or r.Token's reader
-// key.
-func (s *Store) holdKey(r driver.Request) string {
-	if r.Shared {
-		return s.subKey(r.Key, kindReader, r.Token)
-	}
-	return s.keyPath(r.Key)
-}
-
 // heldBy returns whether kv (a lease key, or nil) carries token.
 func heldBy(kv *mvccpb.KeyValue, token string) bool {
 	return kv != nil && strings.HasPrefix(string(kv.Value), token+"\x00")
@@ -234,7 +225,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	free := st.holder == nil && (r.Shared && st.writers == 0 || !r.Shared && st.readers == 0 && st.ahead == 0)
 	conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
 	if r.Shared { // a hold's key is only ever created, as below
-		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.holdKey(r)), "=", 0))
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, r.Token)), "=", 0))
 	} else {
 		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, "")), "=", 0).WithPrefix())
 	}
@@ -410,20 +401,27 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // RenewMany keeps the etcd leases of the keys alive, pipelined on one
-// stream, without reading the keys (see the package doc); the key of a
-// token this store did not grant is read first.
+// stream, without reading the keys (see the package doc); the key and
+// reader key of a token this store did not grant are read first (either
+// kind, whatever r.Shared says).
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs, of, ids := make([]error, len(rs)), make([]int64, len(rs)), make([]int64, 0, len(rs))
 	for i, r := range rs {
 		s.mu.Lock()
 		of[i] = s.leases[hold{r.Key, r.Token}]
 		s.mu.Unlock()
-		if of[i] == 0 { // not granted by this store: read the key
-			resp, err := s.cli.Get(ctx, s.holdKey(r))
-			if errs[i] = err; err == nil && (len(resp.Kvs) == 0 || !r.Shared && !heldBy(resp.Kvs[0], r.Token)) {
-				errs[i] = lease.ErrNotHeld
-			} else if err == nil {
-				of[i] = resp.Kvs[0].Lease
+		if of[i] == 0 { // not granted by this store: read the key and r.Token's reader key
+			resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), clientv3.OpGet(s.subKey(r.Key, kindReader, r.Token))).Commit()
+			if errs[i] = err; err == nil {
+				writer, reader := resp.Responses[0].GetResponseRange().GetKvs(), resp.Responses[1].GetResponseRange().GetKvs()
+				switch {
+				case len(reader) > 0:
+					of[i] = reader[0].Lease
+				case len(writer) > 0 && heldBy(writer[0], r.Token):
+					of[i] = writer[0].Lease
+				default:
+					errs[i] = lease.ErrNotHeld
+				}
 			}
 		}
 		if errs[i] == nil {
@@ -454,43 +452,44 @@ func (s *Store) forget(r driver.Request) (id int64) {
 	return id
 }
 
-// Release deletes the key if it carries r.Token (a reader: r.Token's reader
-// key), and r.Token's queue entry, in one transaction, then revokes their
-// etcd leases (each carries only that key). When an open subscription knows
-// an exclusive waiter first in the key's queue, a writer's transaction
-// hands the key over instead, if it still carries r.Token and that entry is
-// unchanged: the key then carries the waiter's token and holder on its
-// entry's etcd lease. The releaser's etcd lease, if this store granted it,
-// is kept as the spare of its TTL for the next grant, not revoked: two Raft
-// writes fewer per hand-off.
+// Release deletes the key if it carries r.Token, or r.Token's reader key
+// (whatever r.Shared says), and r.Token's queue entry, in one transaction,
+// then revokes their etcd leases (each carries only that key). When an open
+// subscription knows an exclusive waiter first in the key's queue, the
+// transaction hands the key over instead, if it still carries r.Token and
+// that entry is unchanged: the key then carries the waiter's token and
+// holder on its entry's etcd lease. The releaser's etcd lease, if this
+// store granted it, is kept as the spare of its TTL for the next grant, not
+// revoked: two Raft writes fewer per hand-off.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	mine := s.forget(r)
-	k, hk := s.keyPath(r.Key), s.holdKey(r)
-	leave := clientv3.OpDelete(s.entryKey(r), clientv3.WithPrevKV())
-	is := ours(k, r.Token)
-	if r.Shared {
-		is = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), ">", 0)}
-	}
-	release := clientv3.OpTxn(is, []clientv3.Op{clientv3.OpDelete(hk, clientv3.WithPrevKV()), leave}, []clientv3.Op{leave})
-	txn := s.cli.Txn(ctx).Then(release)
-	if token, e := s.next(r.Key, r.Token); token != "" && !r.Shared {
+	k, rk := s.keyPath(r.Key), s.subKey(r.Key, kindReader, r.Token)
+	leave := []clientv3.Op{clientv3.OpDelete(s.subKey(r.Key, kindWaiter, r.Token), clientv3.WithPrevKV()),
+		clientv3.OpDelete(s.subKey(r.Key, kindShared, r.Token), clientv3.WithPrevKV())}
+	release := append([]clientv3.Op{
+		clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())}, nil),
+		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), ">", 0)}, []clientv3.Op{clientv3.OpDelete(rk, clientv3.WithPrevKV())}, nil),
+	}, leave...)
+	txn, handing := s.cli.Txn(ctx).Then(release...), false
+	if token, e := s.next(r.Key, r.Token); token != "" {
 		hk := s.subKey(r.Key, kindWaiter, token)
-		txn = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
-			Then(clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
-				clientv3.OpDelete(hk), leave).Else(release)
+		txn, handing = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
+			Then(append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
+				clientv3.OpDelete(hk)}, leave...)...).Else(release...), true
 	}
 	resp, err := txn.Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // the waiter's etcd lease just expired
-		resp, err = s.cli.Txn(ctx).Then(release).Commit()
+		handing = false
+		resp, err = s.cli.Txn(ctx).Then(release...).Commit()
 	}
 	if err != nil {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
-	held := resp.Succeeded
+	held := handing && resp.Succeeded
 	var kvs []*mvccpb.KeyValue
 	for _, op := range resp.Responses {
 		if in := op.GetResponseTxn(); in != nil {
-			held = in.Succeeded
+			held = held || in.Succeeded
 			for _, op := range in.Responses {
 				kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 			}
