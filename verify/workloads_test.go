@@ -168,3 +168,18 @@ func checkWorkload(t *testing.T, rep *verify.Report, faults ...string) {
 		t.Errorf("workload %q, want %s or %s", rep.Workload, verify.WorkloadReadWrite, verify.WorkloadTransfer)
 	}
 }
+
+// TestTransferWithoutFencing is the transfer workload's control: registers
+// that accept every fence let paused holders' transfers land, and the
+// checker must notice.
+func TestTransferWithoutFencing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rep := run(t, verify.Config{Store: "file://" + filepath.Join(dir, "leases"), TTL: 300 * time.Millisecond,
+		Workload: verify.WorkloadTransfer, Register: "unfenced:" + filepath.Join(dir, "register"),
+		Faults: []string{verify.FaultStop}, Duration: workloadDuration(t, 0)})
+	if rep.StaleAccepted == 0 || rep.Linearizable || rep.OK() {
+		t.Fatalf("without fencing: stale accepted %d, linearizable %v, violations %v; want stale transfers accepted and caught",
+			rep.StaleAccepted, rep.Linearizable, rep.Violations)
+	}
+}
