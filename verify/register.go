@@ -328,7 +328,7 @@ func (r *pgPair) op(ctx context.Context, fa, fb uint64, write bool, va, vb int64
 		if write {
 			cur = [2]int64{va, vb}
 		}
-		_, err = tx.Exec(ctx, "UPDATE "+r.table+" SET lock_version = CASE WHEN id = $1 THEN $3 ELSE $4 END, value = CASE WHEN id = $1 THEN $5 ELSE $6 END WHERE id IN ($1, $2)",
+		_, err = tx.Exec(ctx, "UPDATE "+r.table+" SET lock_version = CASE WHEN id = $1 THEN $3::bigint ELSE $4::bigint END, value = CASE WHEN id = $1 THEN $5::bigint ELSE $6::bigint END WHERE id IN ($1, $2)",
 			r.a, r.b, int64(fa), int64(fb), cur[0], cur[1])
 		ok = err == nil
 		return err
