@@ -187,3 +187,20 @@ func TestTransferWithoutFencing(t *testing.T) {
 			rep.StaleAccepted, rep.Linearizable, rep.Violations)
 	}
 }
+
+// TestReadWriteWithoutFencing is the read-write workload's control: a
+// register that accepts every fence lets paused readers read after a
+// writer, and the checker must notice.
+func TestReadWriteWithoutFencing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := "file://" + filepath.Join(dir, "leases")
+	skipUnlessShared(t, store)
+	rep := run(t, verify.Config{Store: store, TTL: 300 * time.Millisecond,
+		Workload: verify.WorkloadReadWrite, Register: "unfenced:" + filepath.Join(dir, "register"),
+		Faults: []string{verify.FaultStop}, Duration: workloadDuration(t, 0)})
+	if rep.StaleAccepted == 0 || rep.Linearizable || rep.OK() {
+		t.Fatalf("without fencing: stale accepted %d (interleavings %d), linearizable %v, violations %v; want stale operations accepted and caught",
+			rep.StaleAccepted, rep.Interleavings, rep.Linearizable, rep.Violations)
+	}
+}
