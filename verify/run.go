@@ -174,14 +174,15 @@ type runner struct {
 	proxies []*proxy
 	log     func(string, ...any)
 
-	mu      sync.Mutex
-	recs    []record
-	workers []*worker
-	holder  map[int]uint64        // worker id -> fence it holds (acquired, not released or lost)
-	pending map[pendingKey]record // announced register operations without an outcome yet
-	deaths  []death
-	stderr  []string
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	recs     []record
+	workers  []*worker
+	holder   map[int]uint64        // worker id -> fence it holds (acquired, not released or lost)
+	pending  map[pendingKey]record // announced register operations without an outcome yet
+	deaths   []death
+	stderr   []string
+	acquired bool // a worker has acquired the lease
+	wg       sync.WaitGroup
 }
 
 // Run runs the harness and returns its report. The error is for a run that
@@ -483,6 +484,7 @@ func (r *runner) observe(rec record) {
 		return
 	case "acquire":
 		r.holder[rec.W] = rec.Fence
+		r.acquired = true
 	case "release", "lost":
 		if r.holder[rec.W] == rec.Fence {
 			delete(r.holder, rec.W)

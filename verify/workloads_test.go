@@ -48,8 +48,9 @@ type storeCase struct {
 
 var workloadStores = []storeCase{
 	{"File", func(t *testing.T) verify.Config {
+		// Latency and cuts need a TCP store: kill and stop in turn.
 		return verify.Config{Store: "file://" + filepath.Join(t.TempDir(), "leases"), TTL: 500 * time.Millisecond,
-			Duration: workloadDuration(t, 0)}
+			Duration: workloadDuration(t, 0), Faults: []string{verify.FaultKill, verify.FaultStop}}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"Redis", func(t *testing.T) verify.Config {
 		leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
