@@ -20,6 +20,7 @@ type opInput struct {
 	Value  int64 // write: the value written
 	Fence2 uint64
 	Value2 int64 // transfer: the second register's fence and value
+	Key    int   // transfer acquisitions: 0 for the first key, 1 for the second
 }
 
 type opOutput struct {
@@ -142,6 +143,14 @@ func history(recs []record, end int64) []porcupine.Operation {
 		if ret == 0 {
 			out.Unknown, ret = true, last+1
 		}
+		if r.Op == "acquire" && r.Fence2 != 0 {
+			// AcquireAll: one acquisition per key, each somewhere in the
+			// call. (A set need not be granted at one instant: the first
+			// key may be lost, and taken by another, while the second is
+			// acquired — see Report.AcquiredLost.)
+			ops = append(ops, porcupine.Operation{ClientId: r.W, Input: opInput{Op: "acquire", Key: 1}, Call: r.Call,
+				Output: opOutput{OK: true, Fence: r.Fence2}, Return: ret})
+		}
 		ops = append(ops, porcupine.Operation{ClientId: r.W, Input: in, Call: r.Call, Output: out, Return: ret})
 	}
 	return ops
@@ -162,6 +171,9 @@ func analyse(rep *Report, recs []record) {
 		switch r.Op {
 		case "acquire":
 			rep.Acquisitions++
+			if r.LostAtOnce {
+				rep.AcquiredLost++
+			}
 			acqs = append(acqs, acq{r.Fence, r.Fence2, r.Ret, r.Shared})
 			if r.Shared {
 				rep.SharedAcquisitions++
@@ -330,11 +342,15 @@ var pairModel = porcupine.NondeterministicModel{
 	Step: func(state, input, output interface{}) []interface{} {
 		s, in, out := state.(pairState), input.(opInput), output.(opOutput)
 		if in.Op == "acquire" {
-			if out.Fence <= s.GrantedA || out.Fence2 <= s.GrantedB {
-				return nil
+			if in.Key == 0 && out.Fence > s.GrantedA {
+				s.GrantedA = out.Fence
+				return []interface{}{s}
 			}
-			s.GrantedA, s.GrantedB = out.Fence, out.Fence2
-			return []interface{}{s}
+			if in.Key == 1 && out.Fence > s.GrantedB {
+				s.GrantedB = out.Fence
+				return []interface{}{s}
+			}
+			return nil
 		}
 		applies := in.Fence >= s.FenceA && in.Fence2 >= s.FenceB
 		next := s
@@ -373,7 +389,7 @@ var pairModel = porcupine.NondeterministicModel{
 		}
 		switch in.Op {
 		case "acquire":
-			return fmt.Sprintf("acquire all -> fences %d, %d", out.Fence, out.Fence2)
+			return fmt.Sprintf("acquire all, key %d -> fence %d", in.Key+1, out.Fence)
 		case "write":
 			return fmt.Sprintf("write(fences %d, %d; %d, %d) -> %s", in.Fence, in.Fence2, in.Value, in.Value2, res)
 		}

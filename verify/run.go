@@ -104,6 +104,7 @@ type Report struct {
 	Transfers     int      // accepted transfers (atomic writes of both registers)
 	SumViolations int      // accepted reads of both registers, and the final state, whose sum was not the initial one: must be 0
 	FinalSum      int64    // the registers' sum after the run
+	AcquiredLost  int      // acquisitions returned with a lease (of a set: one of its leases) already lost or past its local deadline
 	Visualization string   // path of the HTML visualization of a failing history
 	Violations    []string // what went wrong
 	WorkerErrors  []string // the last lines the workers wrote to stderr (acquire failures, ...)
@@ -145,6 +146,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "sum violations     %d (must be 0; final sum %d, want %d)\n", r.SumViolations, r.FinalSum, 2*transferInitial)
 	}
 	fmt.Fprintf(&b, "stuck leases       %d (must be 0)\n", r.StuckLeases)
+	if r.AcquiredLost > 0 {
+		fmt.Fprintf(&b, "acquired lost      %d (returned with a lease already lost or past its local deadline)\n", r.AcquiredLost)
+	}
 	fmt.Fprintf(&b, "longest fail-over  %v\n", r.LongestFailover.Round(time.Millisecond))
 	fmt.Fprintf(&b, "linearizable       %v\n", r.Linearizable)
 	fmt.Fprintf(&b, "without fencing    %d operations of superseded holders would have been let through (%d overlapping holder pairs)\n", r.UnfencedLetThrough, r.OverlappingHolders)

@@ -50,9 +50,12 @@ type record struct {
 	Fence2 uint64 `json:"fence2,omitempty"`
 	Value2 int64  `json:"value2,omitempty"`
 	// Shared marks a reader's acquisition and operations (read-write).
-	Shared bool   `json:"shared,omitempty"`
-	OK     bool   `json:"ok"`
-	Err    string `json:"err,omitempty"`
+	Shared bool `json:"shared,omitempty"`
+	// LostAtOnce marks an acquisition returned with a lease already lost
+	// or past its local deadline.
+	LostAtOnce bool   `json:"lost_at_once,omitempty"`
+	OK         bool   `json:"ok"`
+	Err        string `json:"err,omitempty"`
 	// Pending marks the announcement of a register operation before it is
 	// sent: if the worker dies before reporting the outcome, the harness
 	// still knows the operation may have happened.
@@ -143,7 +146,8 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 			time.Sleep(cfg.TTL / 10)
 			continue
 		}
-		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: l.Fence(), OK: true, Shared: cfg.Reader})
+		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: l.Fence(), OK: true, Shared: cfg.Reader,
+			LostAtOnce: l.Err() != nil || l.Remaining() <= 0})
 		go func() {
 			<-l.Done()
 			if errors.Is(l.Err(), lease.ErrLost) {

@@ -58,7 +58,11 @@ func transferLoop(ctx context.Context, cfg workerConfig, out *emitter, client *l
 			continue
 		}
 		fa, fb := m.Fence(cfg.Key), m.Fence(cfg.Key2)
-		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: fa, Fence2: fb, OK: true})
+		lost := m.Err() != nil
+		for _, l := range m.Leases() {
+			lost = lost || l.Remaining() <= 0
+		}
+		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: fa, Fence2: fb, OK: true, LostAtOnce: lost})
 		go func() {
 			<-m.Context().Done()
 			if err := m.Err(); errors.Is(err, lease.ErrLost) {
