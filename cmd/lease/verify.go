@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,7 +38,7 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	c.register(fs)
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
-	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64)")
+	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64; --workload read-write: 6 unless given)")
 	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
 	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
 	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register rows (default: a local file)")
@@ -60,6 +61,11 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	switch workload {
 	case verify.WorkloadRegister, verify.WorkloadReadWrite, verify.WorkloadTransfer:
 		cfg.Workload = workload
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "workers" })
+		if workload == verify.WorkloadReadWrite && !given {
+			cfg.Workers = 6 // 4 readers, 2 writers
+		}
 	default:
 		return fail(stderr, "verify", exitUsage, "--workload: unknown workload %q (want register, read-write, transfer)", workload)
 	}
