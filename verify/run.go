@@ -223,6 +223,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "leasekit-verify-" + randHex(6) + "-"
 	}
+	if cfg.Workload == WorkloadReadWrite {
+		if err := checkShared(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	keep := cfg.Dir != ""
 	if !keep {
 		d, err := os.MkdirTemp("", "leasekit-verify-")
@@ -240,11 +245,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Register == "" {
 		cfg.Register = "file:" + filepath.Join(cfg.Dir, "register")
-	}
-	if cfg.Workload == WorkloadReadWrite {
-		if err := checkShared(ctx, cfg); err != nil {
-			return nil, err
-		}
 	}
 	r := &runner{cfg: cfg, holder: map[int]uint64{}, pending: map[pendingKey]record{}, log: cfg.Log}
 	if r.log == nil {
