@@ -56,4 +56,8 @@
 // larger fence had an operation accepted: must be 0) and the read epochs
 // that two or more readers shared; the transfer workload, the accepted
 // transfers and the reads and final state whose sum was not 2000 (must be 0).
+// Every workload counts the acquisitions returned with a lease already lost
+// or past its local deadline (a process paused between the grant and the
+// return; for AcquireAll, also a first key lost while the others were
+// acquired): the model then places each key's acquisition on its own.
 package verify
