@@ -28,8 +28,9 @@ type Multi struct {
 // key that sorts before one it holds), and no key is held idle for long.
 // When that time is up, or a key sorting before one it holds is refused, it
 // releases what it holds, waits for that key (in its FIFO queue) holding
-// nothing, and goes on from there. Keys must be distinct; on an error, none
-// is held.
+// nothing, and goes on from there. A lease lost meanwhile is taken again:
+// the set it returns was held at once. Keys must be distinct; on an error,
+// none is held.
 func (c *Client) AcquireAll(ctx context.Context, keys ...string) (*Multi, error) {
 	return c.acquireAll(ctx, keys, true)
 }
@@ -73,6 +74,9 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Mul
 			return nil, fmt.Errorf("lease: acquire all of %q: %w", keys, err)
 		}
 		held[k] = l
+		if i == len(sorted)-1 && forgetLost(held) {
+			i = -1 // a lease lost while the others were taken: the set was never held at once
+		}
 	}
 	m := &Multi{}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
@@ -82,6 +86,18 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Mul
 		m.stops = append(m.stops, context.AfterFunc(l.Context(), func() { m.cancel(context.Cause(l.Context())) }))
 	}
 	return m, nil
+}
+
+// forgetLost removes the lost leases from held and reports whether there
+// were any.
+func forgetLost(held map[string]*Lease) bool {
+	n := len(held)
+	for k, l := range held {
+		if l.Err() != nil {
+			delete(held, k)
+		}
+	}
+	return len(held) < n
 }
 
 // errHoldWait ends a wait of AcquireAll while it holds keys.

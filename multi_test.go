@@ -132,3 +132,56 @@ func TestAcquireAllContext(t *testing.T) {
 		t.Errorf("Release = %v, want y's ErrLost, and x released", err)
 	}
 }
+
+// lostOnce grants key a first with a closed Lost channel, and holds back
+// the first grant of b until a lease has been lost.
+type lostOnce struct {
+	*memlease.Store
+	lost   chan struct{} // closed when the Client reports a loss
+	grants atomic.Int32
+	held   sync.Once
+}
+
+func (s *lostOnce) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Key == "b" {
+		s.held.Do(func() {
+			select {
+			case <-s.lost:
+			case <-time.After(10 * time.Second):
+			}
+		})
+	}
+	g, err := s.Store.Acquire(ctx, r)
+	if err == nil && r.Key == "a" && s.grants.Add(1) == 1 {
+		dead := make(chan struct{})
+		close(dead)
+		g.Lost = dead
+	}
+	return g, err
+}
+
+// TestAcquireAllLostMeanwhile: a lease lost while the other keys are taken
+// is taken again: the set returned is held at once.
+func TestAcquireAllLostMeanwhile(t *testing.T) {
+	st := &lostOnce{Store: memlease.New(), lost: make(chan struct{})}
+	var once sync.Once
+	c, err := lease.New(st, lease.WithObserver(lease.ObserverFunc(func(e lease.Event) {
+		if e.Kind == lease.EventLost {
+			once.Do(func() { close(st.lost) })
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := c.AcquireAll(ctx, "b", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release(ctx)
+	if err := m.Err(); err != nil || st.grants.Load() != 2 {
+		t.Fatalf("set returned with Err %v after %d grants of a; want held, a taken again", err, st.grants.Load())
+	}
+}
