@@ -91,6 +91,7 @@ var cases = []struct {
 	{"MaxHold", testMaxHold},
 	{"Reentrant", testReentrant},
 	{"AcquireAll", testAcquireAll},
+	{"AcquireAllContended", testAcquireAllContended},
 	{"BatchRenew", testBatchRenew},
 	{"Inspect", testInspect},
 	{"ElectionBasics", testElectionBasics},
