@@ -74,10 +74,12 @@ type base struct {
 }
 
 // newBase returns the base of a store whose lease in row c is live when
-// live(i) is true, $i being the first of the key's lockArgs.
+// live(i) is true, $i being the first of the key's lockArgs. Its sql fills
+// in SHARED, whether a queued request is shared, as false unless a
+// statement did.
 func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 	r := strings.NewReplacer(" T ", " "+n.table+" ", " Q ", " "+n.queue+" ", " I ", " "+n.index+" ",
-		"MAXW", strconv.Itoa(n.maxWaiters))
+		"MAXW", strconv.Itoa(n.maxWaiters), "SHARED", "false")
 	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
 	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
 	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
@@ -103,36 +105,43 @@ func (b *base) Caps() driver.Caps {
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 	ns text NOT NULL, key text NOT NULL, token text, holder text NOT NULL DEFAULT '',
-	fence bigint NOT NULL, expires_at timestamptz, pid integer, PRIMARY KEY (ns, key))`
+	fence bigint NOT NULL, expires_at timestamptz, pid integer, readers jsonb, PRIMARY KEY (ns, key))`
 
 const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
 	ns text NOT NULL, key text NOT NULL, token text NOT NULL, seq bigserial NOT NULL,
-	expires_at timestamptz NOT NULL, PRIMARY KEY (ns, key, token))`
+	expires_at timestamptz NOT NULL, shared boolean NOT NULL DEFAULT false, PRIMARY KEY (ns, key, token))`
 
-// queueIndexedSQL reports whether the queue table $1 has the index named $2,
-// from the catalog alone: CREATE INDEX IF NOT EXISTS would lock the table
-// first, behind any open transaction that wrote to it.
-const queueIndexedSQL = `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = $1::regclass AND c.relname = $2)`
+// migratedSQL reports whether the queue table $1 has the index named $2 and
+// the tables the columns added since their first version (the lease table
+// $3's readers, the queue's shared), from the catalog alone: CREATE INDEX
+// IF NOT EXISTS or ALTER TABLE would lock the table first, behind any open
+// transaction that wrote to it.
+const migratedSQL = `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass AND c.relname = $2) AND (SELECT count(*) = 2 FROM pg_attribute
+WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3::regclass, 'readers')))`
 
 // Migrate creates the lease table, the queue table beside it and its index,
-// each if missing. It is idempotent and safe to run concurrently; on a
-// migrated database it only reads the catalog.
+// each if missing, and adds the columns of shared holds to tables made
+// before them. It is idempotent and safe to run concurrently; on a migrated
+// database it only reads the catalog.
 func (b *base) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's
 		// unique indexes: serialise migrations of the same table ("lkmg").
-		var indexed bool
+		var migrated bool
 		batch := &pgx.Batch{}
 		batch.Queue("SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table))
 		batch.Queue(b.sql(schemaSQL))
 		batch.Queue(b.sql(queueSchemaSQL))
-		batch.Queue(queueIndexedSQL, b.queue, b.indexName).QueryRow(func(row pgx.Row) error { return row.Scan(&indexed) })
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil || indexed {
+		batch.Queue(migratedSQL, b.queue, b.indexName, b.table).QueryRow(func(row pgx.Row) error { return row.Scan(&migrated) })
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil || migrated {
 			return err
 		}
-		_, err := tx.Exec(ctx, b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
-		return err
+		batch = &pgx.Batch{}
+		batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS readers jsonb`))
+		batch.Queue(b.sql(`ALTER TABLE Q ADD COLUMN IF NOT EXISTS shared boolean NOT NULL DEFAULT false`))
+		batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
+		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("pglease: migrate %s: %w", b.table, err)
@@ -145,7 +154,7 @@ func (b *base) Migrate(ctx context.Context) error {
 // in the statement's snapshot, and ah.n the live entries ahead of $3 (all
 // of them if it is not queued).
 const liveQueue = `q AS (
-	SELECT token, seq FROM Q WHERE ns = $1 AND key = $2 AND expires_at > clock_timestamp()
+	SELECT token, seq, shared FROM Q WHERE ns = $1 AND key = $2 AND expires_at > clock_timestamp()
 ),
 ah AS (
 	SELECT count(*) AS n FROM q WHERE seq < COALESCE((SELECT seq FROM q WHERE token = $3), 9223372036854775807)
@@ -154,16 +163,16 @@ ah AS (
 // queueAfter is the queue's part of an acquire statement, after the CTE
 // that grants (GRANTED: a boolean expression over it). enq queues $3 or
 // refreshes its entry in place (an expired entry goes to the back) unless
-// the queue is full; deq takes a granted token out of the queue; gc deletes
+// the queue is full, SHARED saying whether it is; deq takes a granted token out of the queue; gc deletes
 // the key's expired entries without waiting for locked ones. wk: a queued
 // waiter refused from a FREE key because others are ahead announces the key
 // to the head, which a release may have missed (an entry that committed
-// late, docs/design.md).
+// late, docs/design.md); the head is named only if it is exclusive.
 const queueAfter = `enq AS (
-	INSERT INTO Q AS e (ns, key, token, expires_at)
-	SELECT $1, $2, $3, clock_timestamp() + $5::float8 * interval '1 microsecond' WHERE $6::bool AND NOT GRANTED
+	INSERT INTO Q AS e (ns, key, token, expires_at, shared)
+	SELECT $1, $2, $3, clock_timestamp() + $5::float8 * interval '1 microsecond', SHARED WHERE $6::bool AND NOT GRANTED
 		AND (EXISTS (SELECT 1 FROM q WHERE token = $3) OR (SELECT count(*) FROM q) < MAXW)
-	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at,
+	ON CONFLICT (ns, key, token) DO UPDATE SET expires_at = excluded.expires_at, shared = excluded.shared,
 		seq = CASE WHEN e.expires_at <= clock_timestamp() THEN excluded.seq ELSE e.seq END
 	RETURNING 1
 ),
@@ -174,14 +183,14 @@ gc AS (
 	RETURNING 1
 ),
 wk AS (
-	SELECT pg_notify($7, (SELECT token FROM q ORDER BY seq LIMIT 1) || E'\n' || $2)
+	SELECT pg_notify($7, (SELECT CASE WHEN shared THEN '' ELSE token END FROM q ORDER BY seq LIMIT 1) || E'\n' || $2)
 	WHERE (SELECT n FROM ah) > 0 AND EXISTS (SELECT 1 FROM q WHERE token = $3) AND NOT GRANTED AND FREE
 )`
 
 // releaseSQL frees the row of $1 ns, $2 key if $3 holds it and it is OWNED
 // by the caller, keeping the fence; it takes $3 out of the queue, sweeps up
 // to 8 expired entries of ns, and announces on $4 the key and its queue's
-// head if released or if a waiter left a FREE key's queue. It commits without
+// head (if exclusive, else "") if released or if a waiter left a FREE key's queue. It commits without
 // waiting for the WAL: one lost in a crash leaves the lease held until its TTL.
 const releaseSQL = `WITH r AS (
 	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
@@ -195,8 +204,8 @@ gc AS (
 	RETURNING 1
 ),
 n AS (
-	SELECT pg_notify($4, COALESCE((SELECT token FROM Q WHERE ns = $1 AND key = $2 AND token <> $3
-		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
+	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
+		AND token <> $3 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
 	WHERE RELEASED OR (EXISTS (SELECT 1 FROM d) AND FREE)
 )
 SELECT RELEASED, (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
