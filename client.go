@@ -96,6 +96,9 @@ func (c *Client) prepare(key string, opts []AcquireOption) (params, error) {
 	if err := c.validKey(key); err != nil {
 		return p, err
 	}
+	if p.shared && !c.caps.Shared {
+		return p, fmt.Errorf("lease: acquire %q shared: the store %T keeps no shared holds: %w", key, c.store, errors.ErrUnsupported)
+	}
 	return p.resolve(c.caps)
 }
 
@@ -154,6 +157,29 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		return l, err
 	})
 }
+
+// AcquireShared acquires a shared (read) hold of key, waiting as Acquire
+// does while a writer holds the key or waits for it ahead of this reader:
+// readers hold the key together, and readers that come after a waiting
+// writer queue behind it, so writers are not starved (with a FIFO store).
+// Every reader of one read epoch gets the same fence; a writer's is larger
+// (see the package doc). A store that cannot keep readers refuses with
+// errors.ErrUnsupported; a key this Client holds exclusively is refused as
+// Acquire refuses it (HeldError.Self). A Client's readers are independent
+// holders: an exclusive Acquire of the same Client waits for them.
+func (c *Client) AcquireShared(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return c.Acquire(ctx, key, append(opts[:len(opts):len(opts)], shared)...)
+}
+
+// TryAcquireShared acquires a shared hold of key if no writer holds it or
+// waits for it, and returns at once otherwise, with a *HeldError. See
+// AcquireShared.
+func (c *Client) TryAcquireShared(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return c.TryAcquire(ctx, key, append(opts[:len(opts):len(opts)], shared)...)
+}
+
+// shared makes an acquisition a reader's; it is applied last.
+var shared LeaseOption = func(p *params) { p.shared, p.reentry = true, false }
 
 // run reports a failed acquisition to the observers; err is its input's.
 func (c *Client) run(key string, p params, err error, acquire func(start time.Time) (*Lease, error)) (*Lease, error) {
@@ -249,7 +275,7 @@ func (c *Client) Close() error {
 
 // request returns the store request of an acquisition, with a new token.
 func (c *Client) request(key string, p params, queue bool) driver.Request {
-	return driver.Request{Key: key, Token: newToken(), Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue}
+	return driver.Request{Key: key, Token: newToken(), Holder: p.holder + p.tag, TTL: p.ttl, Queue: queue, Shared: p.shared}
 }
 
 // attempt asks the store for req once. If the store may hold req's token
@@ -298,7 +324,10 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		}
 		return nil, ErrClosed
 	}
-	c.leases[l], c.byKey[req.Key] = struct{}{}, l
+	c.leases[l] = struct{}{}
+	if !req.Shared { // a Client's readers are independent holders
+		c.byKey[req.Key] = l
+	}
 	var watch *lostWatch
 	if g.Lost != nil {
 		watch = c.watchLostLocked(l, g.Lost)
@@ -317,8 +346,8 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 }
 
 // own refuses an acquisition of key with p once c is closed (ErrClosed) or
-// while a lease of c holds key (a *HeldError with Self set), unless both
-// are reentrant: it then returns that lease, with one more hold.
+// while an exclusive lease of c holds key (a *HeldError with Self set),
+// unless both are reentrant: it then returns that lease, with one more hold.
 func (c *Client) own(key string, p params) (*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -7,5 +7,8 @@
 // Every acquisition carries a fencing token ([Lease.Fence]) larger than every
 // earlier holder's: have the protected resource reject writes with a smaller
 // fence, so that a holder paused past its TTL cannot overwrite its successor's
-// work. See docs/design.md.
+// work. Readers of a read-write lease ([Client.AcquireShared]) share the
+// fence of their read epoch, and a writer's is larger than theirs: a resource
+// that keeps the largest fence it saw, on reads too, refuses a stale reader
+// as well. See docs/design.md.
 package lease

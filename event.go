@@ -47,6 +47,8 @@ type Event struct {
 	Wait    time.Duration
 	Reason  LossReason
 	Err     error
+	// Shared says the lease is a reader's (Client.AcquireShared).
+	Shared bool
 }
 
 // Observer receives lease events, for metrics and tracing. Observe is called

@@ -62,6 +62,10 @@ func (l *Lease) TTL() time.Duration {
 	return l.p.ttl
 }
 
+// Shared reports whether the lease is a reader's shared hold
+// (Client.AcquireShared).
+func (l *Lease) Shared() bool { return l.req.Shared }
+
 // Fence returns the fencing token (see the package doc).
 func (l *Lease) Fence() uint64 { return l.fence }
 
@@ -184,5 +188,5 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 }
 
 func (l *Lease) event(kind EventKind, at time.Time) Event {
-	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at}
+	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at, Shared: l.req.Shared}
 }

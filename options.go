@@ -30,6 +30,7 @@ type params struct {
 	maxHold  time.Duration // 0: no limit
 	manual   bool          // the caller renews (WithManualRenew)
 	reentry  bool          // WithReentrant
+	shared   bool          // AcquireShared: a reader's hold
 }
 
 type config struct {

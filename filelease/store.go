@@ -161,7 +161,7 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 	if ahead := fifo.Ahead(q, r.Token); held || ahead > 0 {
 		var err error
 		if r.Queue {
-			q, err = fifo.Enqueue(q, r.Key, r.Token, expires, s.maxWaiters)
+			q, err = fifo.Enqueue(q, r.Key, fifo.Waiter{Token: r.Token, Expires: expires}, s.maxWaiters)
 		}
 		if err == nil {
 			err = lf.write(rec.withQueue(q, s.boot), false) // also drops expired waiters

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func Run(t *testing.T, h Harness) {
 	if h.TTL < 4*lease.MinTTL {
 		t.Fatalf("leasetest.Run: Harness.TTL %v is too short; use at least %v", h.TTL, 4*lease.MinTTL)
 	}
-	for _, tc := range append(cases[:len(cases):len(cases)], fifoCases...) {
+	for _, tc := range slices.Concat(cases, fifoCases, sharedCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(newEnv(t, h))
 		})

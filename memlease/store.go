@@ -38,12 +38,20 @@ type state struct {
 	subs map[*subscription]struct{}
 }
 
-// record is a key: its holder, the last fence granted and its waiters.
+// record is a key: its writer or readers, the last fence granted and its
+// waiters.
 type record struct {
 	token, holder string
 	fence         uint64
 	expires       time.Time
+	readers       map[string]reader // by token; expired ones until pruned
 	queue         []fifo.Waiter
+}
+
+// reader is one shared hold of a key.
+type reader struct {
+	holder  string
+	expires time.Time
 }
 
 // Option configures a Store made by [New].
@@ -71,7 +79,7 @@ func WithMaxWaiters(n int) Option {
 // New returns an empty Store: a first handle over a new set of keys.
 func New(opts ...Option) *Store {
 	st := &state{
-		caps: driver.Caps{FIFO: true, MaxWaiters: driver.DefaultMaxWaiters},
+		caps: driver.Caps{FIFO: true, MaxWaiters: driver.DefaultMaxWaiters, Shared: true},
 		keys: make(map[string]*record),
 		subs: make(map[*subscription]struct{}),
 	}
@@ -89,10 +97,12 @@ func New(opts ...Option) *Store {
 // process sees them. It works on a closed handle too.
 func (s *Store) Handle() *Store { return &Store{st: s.st} }
 
-// Caps declares FIFO, the cap of waiters and the limits set by WithLimits.
+// Caps declares FIFO, shared holds, the cap of waiters and the limits set
+// by WithLimits.
 func (s *Store) Caps() driver.Caps { return s.st.caps }
 
-// Acquire grants r.Key to r.Token if the key is free and no live waiter is
+// Acquire grants r.Key to r.Token if the key is free (or, for a shared
+// request, not held by a writer) and no live waiter it must respect is
 // queued ahead of r.Token, or refreshes the lease if r.Token holds it
 // already. Otherwise it queues r.Token if r.Queue and returns a
 // *lease.HeldError.
@@ -104,30 +114,40 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	defer st.mu.Unlock()
 	k := st.keys[r.Key]
 	if k == nil {
-		k = &record{}
+		k = &record{readers: make(map[string]reader)}
 		st.keys[r.Key] = k
 	}
 	k.queue = fifo.Live(k.queue, st.nanos(now))
-	switch ahead := fifo.Ahead(k.queue, r.Token); {
+	k.prune(now)
+	ahead := fifo.Ahead(k.queue, r.Token)
+	switch {
 	case k.holds(r.Token, now): // a retried Acquire: same fence, new TTL
 		k.holder, k.expires = r.Holder, now.Add(r.TTL)
-	case !k.held(now) && ahead == 0:
+		return driver.Grant{Fence: k.fence}, nil
+	case r.Shared && !k.held(now) && fifo.WritersAhead(k.queue, r.Token) == 0:
+		if len(k.readers) == 0 { // a new read epoch
+			k.fence++
+		}
+		k.queue, _ = fifo.Dequeue(k.queue, r.Token)
+		k.readers[r.Token] = reader{holder: r.Holder, expires: now.Add(r.TTL)}
+		return driver.Grant{Fence: k.fence}, nil
+	case !r.Shared && !k.held(now) && len(k.readers) == 0 && ahead == 0:
 		k.queue, _ = fifo.Dequeue(k.queue, r.Token)
 		k.token, k.holder, k.fence, k.expires = r.Token, r.Holder, k.fence+1, now.Add(r.TTL)
-	default:
-		if r.Queue { // queue r.Token, or refresh its entry
-			var err error
-			if k.queue, err = fifo.Enqueue(k.queue, r.Key, r.Token, st.nanos(now.Add(r.TTL)), st.caps.MaxWaiters); err != nil {
-				return driver.Grant{}, fmt.Errorf("memlease: acquire %q: %w", r.Key, err)
-			}
-		}
-		held := &lease.HeldError{Key: r.Key, Queued: ahead}
-		if k.held(now) {
-			held.Holder, held.Fence, held.Remaining = k.holder, k.fence, k.expires.Sub(now)
-		}
-		return driver.Grant{}, held
+		return driver.Grant{Fence: k.fence}, nil
 	}
-	return driver.Grant{Fence: k.fence}, nil
+	if r.Queue { // queue r.Token, or refresh its entry
+		var err error
+		w := fifo.Waiter{Token: r.Token, Expires: st.nanos(now.Add(r.TTL)), Shared: r.Shared}
+		if k.queue, err = fifo.Enqueue(k.queue, r.Key, w, st.caps.MaxWaiters); err != nil {
+			return driver.Grant{}, fmt.Errorf("memlease: acquire %q: %w", r.Key, err)
+		}
+	}
+	held := &lease.HeldError{Key: r.Key, Queued: ahead}
+	if info := k.info(r.Key, now); info.Held {
+		held.Holder, held.Fence, held.Remaining = info.Holder, info.Fence, info.Remaining
+	}
+	return driver.Grant{}, held
 }
 
 // Renew extends the lease to r.TTL from now if r.Token still holds r.Key.
@@ -147,9 +167,13 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	}
 	defer st.mu.Unlock()
 	for i, r := range rs {
-		if k := st.keys[r.Key]; k.holds(r.Token, now) {
+		k := st.keys[r.Key]
+		switch {
+		case k.holds(r.Token, now):
 			k.expires = now.Add(r.TTL)
-		} else {
+		case k.reads(r.Token, now):
+			k.readers[r.Token] = reader{holder: k.readers[r.Token].holder, expires: now.Add(r.TTL)}
+		default:
 			errs[i] = fmt.Errorf("memlease: renew %q: %w", r.Key, lease.ErrNotHeld)
 		}
 	}
@@ -170,6 +194,13 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 		st.announce(r.Key, k, now)
 		return nil
 	}
+	if k.reads(r.Token, now) {
+		delete(k.readers, r.Token)
+		if k.prune(now); len(k.readers) == 0 { // the last reader: the key is free
+			st.announce(r.Key, k, now)
+		}
+		return nil
+	}
 	if k != nil {
 		var left bool
 		// The waiter leaving may have been the head: the next one may look.
@@ -187,10 +218,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		return driver.Info{}, err
 	}
 	defer st.mu.Unlock()
-	if k := st.keys[key]; k.held(now) {
-		return driver.Info{Key: key, Held: true, Holder: k.holder, Fence: k.fence, Remaining: k.expires.Sub(now)}, nil
-	}
-	return driver.Info{Key: key}, nil
+	return st.keys[key].info(key, now), nil
 }
 
 // Close closes this handle and the subscriptions opened through it; the keys
@@ -226,6 +254,42 @@ func (k *record) held(now time.Time) bool { return k != nil && k.token != "" && 
 
 // holds reports whether token is k's live holder; k may be nil.
 func (k *record) holds(token string, now time.Time) bool { return k.held(now) && k.token == token }
+
+// reads reports whether token is a live reader of k; k may be nil.
+func (k *record) reads(token string, now time.Time) bool {
+	return k != nil && now.Before(k.readers[token].expires)
+}
+
+// prune forgets k's expired readers.
+func (k *record) prune(now time.Time) {
+	for tok, rd := range k.readers {
+		if !now.Before(rd.expires) {
+			delete(k.readers, tok)
+		}
+	}
+}
+
+// info describes k's live holder: its writer, or the reader that expires
+// last; k may be nil.
+func (k *record) info(key string, now time.Time) driver.Info {
+	switch {
+	case k.held(now):
+		return driver.Info{Key: key, Held: true, Holder: k.holder, Fence: k.fence, Remaining: k.expires.Sub(now)}
+	case k == nil:
+		return driver.Info{Key: key}
+	}
+	k.prune(now)
+	info := driver.Info{Key: key, Readers: len(k.readers)}
+	for _, rd := range k.readers {
+		if d := rd.expires.Sub(now); d > info.Remaining {
+			info.Held, info.Shared, info.Holder, info.Fence, info.Remaining = true, true, rd.holder, k.fence, d
+		}
+	}
+	if !info.Held {
+		info.Readers = 0
+	}
+	return info
+}
 
 // plainStore embeds the interface, so its method set is driver.Store's alone.
 type plainStore struct{ driver.Store }
@@ -275,9 +339,8 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 // of its queue; st.mu is held.
 func (st *state) announce(key string, k *record, now time.Time) {
 	a := driver.Announcement{Key: key}
-	if k.queue = fifo.Live(k.queue, st.nanos(now)); len(k.queue) > 0 {
-		a.Next = k.queue[0].Token
-	}
+	k.queue = fifo.Live(k.queue, st.nanos(now))
+	a.Next = fifo.Next(k.queue)
 	for sub := range st.subs {
 		select {
 		case sub.ch <- a:

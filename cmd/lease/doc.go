@@ -47,6 +47,10 @@
 // --ttl. --key repeated holds every key or none (Client.AcquireAll); CMD
 // then gets LEASE_KEY_COUNT, and LEASE_KEY_i, LEASE_TOKEN_i and
 // LEASE_FENCE_i for i from 1, in key order, instead of the three without i.
+// --shared takes a reader's lease of one key (Client.AcquireShared): readers
+// run side by side, never beside a writer (a lease run without --shared),
+// and readers that come after a waiting writer wait behind it; CMD then gets
+// LEASE_SHARED=1 and the read epoch's LEASE_FENCE.
 // $LEASE_STORE, whose URL may hold a password, is removed from CMD's
 // environment unless --pass-store is given.
 //

@@ -136,6 +136,8 @@ type status struct {
 	Fence       uint64 `json:"fence"`
 	RemainingMS int64  `json:"remaining_ms"`
 	Store       string `json:"store"`
+	Shared      bool   `json:"shared"`
+	Readers     int    `json:"readers"`
 }
 
 func statusOf(t *testing.T, store, key string) status {
@@ -251,6 +253,34 @@ func TestRunSeveralKeys(t *testing.T) {
 	}
 	if statusOf(t, store, a).Held {
 		t.Errorf("%s is held after lease run gave up on %s", a, b)
+	}
+}
+
+// TestRunShared: readers run side by side with one fence and LEASE_SHARED
+// set, a writer is refused while they hold, and --shared takes one key.
+func TestRunShared(t *testing.T) {
+	store, key := fileStore(t), uniqueKey(t)
+	holdInBackground(t, store, key, "--shared")
+	out := filepath.Join(t.TempDir(), "env")
+	r := lease(t, "run", "--store", store, "--key", key, "--shared", "--no-wait", "--",
+		"sh", "-c", `printf '%s %s\n' "$LEASE_SHARED" "$LEASE_FENCE" > "$0"`, out)
+	if r.code != 0 {
+		t.Fatalf("a second reader: exit %d: %s", r.code, r.stderr)
+	}
+	st := statusOf(t, store, key)
+	if got, err := os.ReadFile(out); err != nil || string(got) != fmt.Sprintf("1 %d\n", st.Fence) {
+		t.Errorf("the second reader saw %q (%v), want LEASE_SHARED=1 and the epoch's fence %d", got, err, st.Fence)
+	}
+	if !st.Held || !st.Shared || st.Readers != 1 || st.Holder != "background" {
+		t.Errorf("status while one reader holds = %+v, want held shared by the background reader", st)
+	}
+	r = lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true")
+	if r.code != 75 || !strings.Contains(r.stderr, "background") {
+		t.Errorf("a writer with --no-wait: exit %d, want 75 and the reader named; stderr:\n%s", r.code, r.stderr)
+	}
+	r = lease(t, "run", "--store", store, "--key", key, "--key", key+":b", "--shared", "--", "true")
+	if r.code != 64 {
+		t.Errorf("--shared with two keys: exit %d, want 64; stderr:\n%s", r.code, r.stderr)
 	}
 }
 

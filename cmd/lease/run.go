@@ -27,6 +27,7 @@ type runFlags struct {
 	keys        []string // every --key
 	ttl         time.Duration
 	noWait      bool
+	shared      bool
 	timeout     time.Duration
 	grace       time.Duration
 	holder      string
@@ -48,6 +49,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	})
 	fs.DurationVar(&f.ttl, "ttl", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
 	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
+	fs.BoolVar(&f.shared, "shared", false, "take a shared (reader's) lease: many readers hold the key together, never beside a writer")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command (0: SIGKILL at once; at most 24h)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
@@ -66,6 +68,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", exitUsage, "--key is required")
 	case len(argv) == 0:
 		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] -- CMD [ARGS...])")
+	case f.shared && len(f.keys) > 1:
+		return fail(stderr, "run", exitUsage, "--shared takes one --key: several keys are held exclusively, all or none")
 	}
 	if err := f.check(); err != nil {
 		return fail(stderr, "run", exitUsage, "%v", err)
@@ -255,7 +259,11 @@ func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string,
 		return notAcquired(err)
 	}
 	// Then one attempt, to tell who holds the lease before waiting for it.
-	l, err := c.TryAcquire(tctx, f.key)
+	try, wait := c.TryAcquire, c.Acquire
+	if f.shared {
+		try, wait = c.TryAcquireShared, c.AcquireShared
+	}
+	l, err := try(tctx, f.key)
 	var held *lease.HeldError
 	switch {
 	case err == nil:
@@ -268,7 +276,7 @@ func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string,
 		return nil, fail(stderr, "run", exitNotAcquired, "not acquired (--no-wait): %v", held)
 	}
 	log.Info("lease held, waiting", "holder", held.Holder, "holder_fence", held.Fence, "remaining", held.Remaining.Round(time.Millisecond))
-	l, err = c.Acquire(wctx, f.key)
+	l, err = wait(wctx, f.key)
 	if err != nil {
 		return notAcquired(err)
 	}
@@ -324,7 +332,7 @@ func stripOp(err error, op, key string) error {
 // without $LEASE_STORE unless passStore: the store URL may hold a password
 // the command has no need for. One lease sets LEASE_KEY, LEASE_TOKEN and
 // LEASE_FENCE; several set LEASE_KEY_COUNT and those three suffixed _1.._n,
-// in key order.
+// in key order. A shared lease sets LEASE_SHARED=1.
 func childEnv(ls []*lease.Lease, passStore bool) []string {
 	env := os.Environ()
 	if !passStore {
@@ -339,6 +347,9 @@ func childEnv(ls []*lease.Lease, passStore bool) []string {
 	}
 	if len(ls) > 1 {
 		env = append(env, "LEASE_KEY_COUNT="+strconv.Itoa(len(ls)))
+	}
+	if ls[0].Shared() {
+		env = append(env, "LEASE_SHARED=1")
 	}
 	return append(env, "LEASE_HOLDER="+ls[0].Holder(), "LEASE_TTL_MS="+strconv.FormatInt(ls[0].TTL().Milliseconds(), 10))
 }

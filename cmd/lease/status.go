@@ -22,6 +22,8 @@ type statusJSON struct {
 	Fence       uint64 `json:"fence"`
 	RemainingMS int64  `json:"remaining_ms"`
 	Store       string `json:"store"`
+	Shared      bool   `json:"shared"`
+	Readers     int    `json:"readers"`
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer) int {
@@ -81,7 +83,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if asJSON {
 		out := statusJSON{Key: key, Held: info.Held, Holder: info.Holder, Fence: info.Fence,
-			RemainingMS: info.Remaining.Milliseconds(), Store: safeURL}
+			RemainingMS: info.Remaining.Milliseconds(), Store: safeURL, Shared: info.Shared, Readers: info.Readers}
 		b, err := json.Marshal(out)
 		if err != nil {
 			return fail(stderr, "status", exitSoftware, "%v", err)
@@ -107,8 +109,13 @@ func printStatus(w io.Writer, key, store string, info lease.Info) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "status:    held\n")
-	fmt.Fprintf(w, "holder:    %s\n", termtext.Escape(info.Holder))
+	if info.Shared {
+		fmt.Fprintf(w, "status:    held shared by %d reader(s)\n", info.Readers)
+		fmt.Fprintf(w, "holder:    %s (one of them)\n", termtext.Escape(info.Holder))
+	} else {
+		fmt.Fprintf(w, "status:    held\n")
+		fmt.Fprintf(w, "holder:    %s\n", termtext.Escape(info.Holder))
+	}
 	fmt.Fprintf(w, "fence:     %d\n", info.Fence)
 	if info.Remaining > 0 {
 		fmt.Fprintf(w, "remaining: %v\n", info.Remaining.Round(time.Millisecond))

@@ -4,11 +4,12 @@ package fifo
 
 import "github.com/leasekit/lease"
 
-// Waiter is one queued token and when its entry expires, in nanoseconds of
-// the store's own clock.
+// Waiter is one queued token, when its entry expires, in nanoseconds of
+// the store's own clock, and whether it waits for a shared hold.
 type Waiter struct {
 	Token   string
 	Expires int64
+	Shared  bool
 }
 
 // Live returns q's entries not expired at now, in a new slice (or nil).
@@ -33,18 +34,40 @@ func Ahead(q []Waiter, token string) int {
 	return len(q)
 }
 
-// Enqueue returns q with token queued last until expires, or with its entry
-// refreshed in place if it is queued already. A new token is refused with a
-// *[lease.QueueFullError] when q, live entries only, holds max already.
-func Enqueue(q []Waiter, key, token string, expires int64, max int) ([]Waiter, error) {
-	if i := Ahead(q, token); i < len(q) {
-		q[i].Expires = expires
+// WritersAhead returns how many exclusive entries of q are ahead of token:
+// all of them if token is not queued. A shared request waits only for them.
+func WritersAhead(q []Waiter, token string) int {
+	n := 0
+	for _, w := range q[:Ahead(q, token)] {
+		if !w.Shared {
+			n++
+		}
+	}
+	return n
+}
+
+// Next is the token an announcement names (driver.Announcement.Next): the
+// head of q if it waits for an exclusive hold, else "" (readers all look).
+func Next(q []Waiter) string {
+	if len(q) == 0 || q[0].Shared {
+		return ""
+	}
+	return q[0].Token
+}
+
+// Enqueue returns q with w queued last, or with w.Token's entry refreshed in
+// place (its expiry and kind) if it is queued already. A new token is
+// refused with a *[lease.QueueFullError] when q, live entries only, holds
+// max already.
+func Enqueue(q []Waiter, key string, w Waiter, max int) ([]Waiter, error) {
+	if i := Ahead(q, w.Token); i < len(q) {
+		q[i] = w
 		return q, nil
 	}
 	if len(q) >= max {
 		return q, &lease.QueueFullError{Key: key, Max: max}
 	}
-	return append(q, Waiter{Token: token, Expires: expires}), nil
+	return append(q, w), nil
 }
 
 // Dequeue returns q without token's entry, in a new slice, and whether it
