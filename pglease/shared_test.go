@@ -1,0 +1,238 @@
+// Shared holds of the TableStore beyond the leasetest Shared subtests:
+// mixed renewals, racing readers and writers, fenced writes of a reader,
+// and tables made before shared holds.
+
+package pglease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/pglease"
+)
+
+func shared(r driver.Request) driver.Request { r.Shared = true; return r }
+
+// TestSharedRenewManyMixed: one RenewMany renews a writer and two readers
+// of one key, and refuses an expired reader, a released one and a reader's
+// request for a key a writer holds.
+func TestSharedRenewManyMixed(t *testing.T) {
+	const long = 30 * time.Second
+	ctx := testCtx(t, 60*time.Second)
+	s := newStore(t, sharedPool(t), pglease.ModeTable)
+	w := req("a", "w", long)
+	r1, r2, gone := shared(req("b", "r1", time.Second)), shared(req("b", "r2", time.Second)), shared(req("b", "gone", long))
+	brief := shared(req("c", "brief", 100*time.Millisecond))
+	for _, r := range []driver.Request{w, r1, r2, gone, brief} {
+		if _, err := s.Acquire(ctx, r); err != nil {
+			t.Fatalf("Acquire for %s: %v", r.Holder, err)
+		}
+	}
+	if err := s.Release(ctx, gone); err != nil {
+		t.Fatalf("Release of a reader: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // brief expires
+	r1.TTL, r2.TTL = long, long
+	stranger := shared(req("a", "stranger", long))
+	errs := s.RenewMany(ctx, []driver.Request{r1, stranger, w, brief, r2, gone})
+	for i, want := range []bool{true, false, true, false, true, false} {
+		if ok := errs[i] == nil; ok != want || !ok && !errors.Is(errs[i], lease.ErrNotHeld) {
+			t.Errorf("RenewMany[%d] = %v, want renewed %v (else ErrNotHeld)", i, errs[i], want)
+		}
+	}
+	info, err := s.Inspect(ctx, "b")
+	if err != nil || !info.Shared || info.Readers != 2 || info.Remaining < long-10*time.Second {
+		t.Fatalf("Inspect of the renewed readers = %+v, %v; want 2 readers with about %v left", info, err, long)
+	}
+	if info, err := s.Inspect(ctx, "c"); err != nil || info.Held {
+		t.Fatalf("Inspect of an expired reader's key = %+v, %v; want free", info, err)
+	}
+}
+
+// TestSharedRace: readers and a writer that ask for a free key at once
+// never hold it together, and the readers granted share one fence.
+func TestSharedRace(t *testing.T) {
+	const readers, rounds = 6, 10
+	ctx := testCtx(t, 2*time.Minute)
+	s := newStore(t, sharedPool(t), pglease.ModeTable)
+	for round := range rounds {
+		key := "race-" + randHex(4)
+		var mu sync.Mutex
+		fences := make(map[uint64]int)
+		var wrote bool
+		var wg sync.WaitGroup
+		for i := range readers + 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := req(key, "c", 30*time.Second)
+				r.Shared = i > 0
+				g, err := s.Acquire(ctx, r)
+				var he *lease.HeldError
+				if err != nil && !errors.As(err, &he) {
+					t.Errorf("Acquire: %v", err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && r.Shared {
+					fences[g.Fence]++
+				} else if err == nil {
+					wrote = true
+				}
+			}()
+		}
+		wg.Wait()
+		info, err := s.Inspect(ctx, key)
+		switch {
+		case err != nil:
+			t.Fatalf("Inspect: %v", err)
+		case wrote && len(fences) > 0:
+			t.Fatalf("round %d: the writer and readers (fences %v) hold together", round, fences)
+		case !wrote && (len(fences) != 1 || info.Readers != fences[info.Fence]):
+			t.Fatalf("round %d: readers' fences %v, Inspect %+v; want one fence, every reader counted", round, fences, info)
+		}
+	}
+}
+
+// TestSharedFencedTx: a reader writes fenced while it reads, not after it
+// left; a lease of the empty token never passes for the readers.
+func TestSharedFencedTx(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	s := newStore(t, sharedPool(t), pglease.ModeTable)
+	r := shared(req("k", "r", 30*time.Second))
+	g, err := s.Acquire(ctx, r)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	write := func(l ref) error {
+		return s.FencedTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error { return nil })
+	}
+	if err := write(ref{"k", r.Token, g.Fence}); err != nil {
+		t.Fatalf("FencedTx of a reader: %v", err)
+	}
+	if err := write(ref{"k", "", g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("FencedTx of the empty token = %v, want ErrNotHeld", err)
+	}
+	if _, err := s.Acquire(ctx, driver.Request{Key: "k", TTL: time.Second}); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("Acquire for the empty token = %v, want ErrInvalid", err)
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := write(ref{"k", r.Token, g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("FencedTx of a reader that left = %v, want ErrNotHeld", err)
+	}
+}
+
+// ref is a pglease.LeaseRef.
+type ref struct {
+	key, token string
+	fence      uint64
+}
+
+func (r ref) Key() string   { return r.key }
+func (r ref) Token() string { return r.token }
+func (r ref) Fence() uint64 { return r.fence }
+
+// TestMigrateBeforeShared: Migrate adds the columns of shared holds to
+// tables made before them, keeping their rows and fences.
+func TestMigrateBeforeShared(t *testing.T) {
+	pool := sharedPool(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := newStore(t, pool, pglease.ModeTable, pglease.WithTable("lk_before_shared_"+randHex(4)))
+	dropTables(t, pool, s)
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+s.Table()+` (ns text NOT NULL, key text NOT NULL, token text,
+		holder text NOT NULL DEFAULT '', fence bigint NOT NULL, expires_at timestamptz, pid integer, PRIMARY KEY (ns, key));
+	CREATE TABLE `+s.QueueTable()+` (ns text NOT NULL, key text NOT NULL, token text NOT NULL, seq bigserial NOT NULL,
+		expires_at timestamptz NOT NULL, PRIMARY KEY (ns, key, token))`); err != nil {
+		t.Fatalf("the tables of before: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+s.Table()+` (ns, key, fence) VALUES ($1, 'k', 7)`, s.Namespace()); err != nil {
+		t.Fatalf("a row of before: %v", err)
+	}
+	for range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+	}
+	if g, err := s.Acquire(ctx, shared(req("k", "r", time.Minute))); err != nil || g.Fence != 8 {
+		t.Fatalf("shared Acquire after Migrate: fence %d, %v; want 8", g.Fence, err)
+	}
+}
+
+// TestSharedLateCommit: requests that took their snapshot while the key was
+// free, and then waited for its row, see the hold committed meanwhile:
+// readers do not join a writer, a writer does not take the readers' key.
+func TestSharedLateCommit(t *testing.T) {
+	pool := sharedPool(t)
+	for _, tc := range []struct {
+		name, set string
+		shared    bool // the requests that wait
+	}{
+		{"readers after a writer", `token = 'w', holder = 'w'`, true},
+		{"writer after a reader", `token = '', holder = 'r', readers = jsonb_build_object('r', jsonb_build_array(
+			(extract(epoch FROM clock_timestamp() + interval '30 seconds') * 1000000)::int8, 'r'))`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t, 60*time.Second)
+			table := pglease.WithTable("lk_late_commit_" + randHex(4)) // named by the waiting statements only
+			migrate(t, pool, table)
+			s := newStore(t, pool, pglease.ModeTable, table)
+			dropTables(t, pool, s)
+			key := "late-" + randHex(4)
+			r := req(key, "first", time.Second)
+			if _, err := s.Acquire(ctx, r); err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			if err := s.Release(ctx, r); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatalf("begin: %v", err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			var pid int32
+			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM `+s.Table()+` WHERE ns = $1 AND key = $2 FOR UPDATE`,
+				s.Namespace(), key).Scan(&pid); err != nil {
+				t.Fatalf("lock the row: %v", err)
+			}
+			const n = 3
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					w := req(key, "late", 30*time.Second)
+					w.Shared = tc.shared
+					_, err := s.Acquire(ctx, w)
+					errs <- err
+				}()
+			}
+			for waiting := 0; waiting < n; time.Sleep(10 * time.Millisecond) {
+				if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE pid <> $1 AND wait_event_type = 'Lock' AND strpos(query, $2) > 0`, pid, s.Table()).Scan(&waiting); err != nil {
+					t.Fatalf("count the waiting requests: %v", err)
+				}
+			}
+			if _, err := tx.Exec(ctx, `UPDATE `+s.Table()+` SET `+tc.set+`, fence = fence + 1,
+				expires_at = clock_timestamp() + interval '30 seconds' WHERE ns = $1 AND key = $2`, s.Namespace(), key); err != nil {
+				t.Fatalf("hold the key: %v", err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			for range n {
+				var he *lease.HeldError
+				if err := <-errs; !errors.As(err, &he) {
+					t.Errorf("a request that waited for the row = %v, want a *lease.HeldError", err)
+				}
+			}
+		})
+	}
+}
