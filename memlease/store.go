@@ -124,6 +124,9 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	case k.holds(r.Token, now): // a retried Acquire: same fence, new TTL
 		k.holder, k.expires = r.Holder, now.Add(r.TTL)
 		return driver.Grant{Fence: k.fence}, nil
+	case k.reads(r.Token, now): // a reader's retried Acquire, whoever waits
+		k.readers[r.Token] = reader{holder: r.Holder, expires: now.Add(r.TTL)}
+		return driver.Grant{Fence: k.fence}, nil
 	case r.Shared && !k.held(now) && fifo.WritersAhead(k.queue, r.Token) == 0:
 		if len(k.readers) == 0 { // a new read epoch
 			k.fence++

@@ -6,6 +6,7 @@ package redislease_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,10 +88,10 @@ func TestCluster(t *testing.T) {
 		for _, k := range []string{"plain", "a{b}c", "{", "}", "{}", "}{", "%7B", "ключ 🔑", "x{y}z{w}"} {
 			lk := leaseKey(s.Prefix(), k)
 			var slots []int64
-			for _, key := range []string{lk, lk + ":fence", lk + ":q", lk + ":qx"} {
+			for _, key := range []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh"} {
 				slots = append(slots, c.ClusterKeySlot(ctx, key).Val())
 			}
-			if slots[0] != slots[1] || slots[0] != slots[2] || slots[0] != slots[3] {
+			if len(slices.Compact(slots)) != 1 {
 				t.Errorf("key %q: slots %v, want one", k, slots)
 			}
 			r := req(k, token(t), "h", 10*time.Second)
@@ -101,7 +102,7 @@ func TestCluster(t *testing.T) {
 			if info, err := other.Inspect(ctx, k); err != nil || !info.Held || info.Fence != g.Fence {
 				t.Errorf("Inspect(%q) = %+v, %v", k, info, err)
 			}
-			// A waiter queues (all four keys in one script) and gets the key.
+			// A waiter queues (the queue keys in one script) and gets the key.
 			w := req(k, token(t), "w", 10*time.Second)
 			w.Queue = true
 			var he *lease.HeldError
@@ -120,8 +121,20 @@ func TestCluster(t *testing.T) {
 			if err := other.Release(ctx, w); err != nil {
 				t.Fatalf("the waiter's Release(%q): %v", k, err)
 			}
-			if n := c.Exists(ctx, lk+":q", lk+":qx").Val(); n != 0 {
-				t.Errorf("key %q: %d queue keys left, want none", k, n)
+			// Readers: all seven keys in one script.
+			rd := req(k, token(t), "r", 10*time.Second)
+			rd.Shared = true
+			if _, err := s.Acquire(ctx, rd); err != nil {
+				t.Fatalf("shared Acquire(%q): %v", k, err)
+			}
+			if info, err := other.Inspect(ctx, k); err != nil || info.Readers != 1 {
+				t.Errorf("Inspect(%q) of a reader = %+v, %v", k, info, err)
+			}
+			if err := other.Release(ctx, rd); err != nil {
+				t.Fatalf("the reader's Release(%q): %v", k, err)
+			}
+			if n := c.Exists(ctx, lk, lk+":q", lk+":qx", lk+":r", lk+":rh").Val(); n != 0 {
+				t.Errorf("key %q: %d lease, queue or reader keys left, want none", k, n)
 			}
 		}
 	})

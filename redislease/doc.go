@@ -24,6 +24,11 @@
 //     tokens scored by arrival and by entry expiry (server ms), and :qc, a
 //     hash of the waiters whose store listens to the store's id; they expire
 //     with their last entry;
+//   - P{esc(K)}:r and :rh: K's readers (shared holds), a sorted set of
+//     tokens scored by expiry (server ms) and a hash token -> holder,
+//     expiring with the last reader; the lease string is then
+//     "NUL fence NUL holder" (no token), with the epoch's fence and the
+//     holder and expiry of the reader that expires last;
 //   - P + "released": the namespace's Pub/Sub channel. A release publishes K,
 //     followed by NUL and the first live waiter's token when one is queued;
 //     when that waiter's store listens (has an open subscription), on that
@@ -38,6 +43,13 @@
 // can forge. Keys may not contain NUL (lease.ErrInvalid), the separator of
 // announcements. Every client of a namespace receives each release that
 // nobody listening waits for: use prefixes to partition busy namespaces.
+//
+// Readers share a key while no writer holds it and no exclusive waiter is
+// queued ahead of them (a shared waiter's queue member is its token after a
+// NUL). The first reader of an epoch takes a new fence, as a writer does;
+// the others get the epoch's. The key is announced when its writer or last
+// reader leaves; the announcement names the head waiter only if it is
+// exclusive.
 //
 // A fence is max(last+1, the server clock in µs), so fences keep increasing
 // even when Redis loses the counter (a restart without persistence), unless

@@ -1,8 +1,14 @@
--- inspect.lua: {1, holder, fence, pttl} when KEYS[1] is held, else
--- {0, '', the counter KEYS[2] or '0', 0}.
+-- inspect.lua: {1, holder, fence, pttl, live readers} when KEYS[1] is held
+-- (readers: 0 unless held shared; see readers.lua), else
+-- {0, '', the counter KEYS[2] or '0', 0, 0}.
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  local _, fence, holder = string.match(cur, '^([^%z]*)%z(%d+)%z(.*)$')
-  return {1, holder or '', fence or '0', redis.call('PTTL', KEYS[1])}
+  local tok, fence, holder = string.match(cur, '^([^%z]*)%z(%d+)%z(.*)$')
+  local n = 0
+  if tok == '' then
+    local _, now = clock()
+    n = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
+  end
+  return {1, holder or '', fence or '0', redis.call('PTTL', KEYS[1]), n}
 end
-return {0, '', redis.call('GET', KEYS[2]) or '0', 0}
+return {0, '', redis.call('GET', KEYS[2]) or '0', 0, 0}

@@ -1,44 +1,53 @@
--- release.lua: free KEYS[1] if ARGV[1] holds it and take ARGV[1] out of the
--- queue. If that frees the key for the next waiter, publish the key
--- (ARGV[3]), followed by NUL and the first live waiter if any, on ARGV[2],
--- or on ARGV[2] .. ':' .. the waiter's store id when its store listens:
--- only that waiter may take the key, so only its store's clients wake.
--- KEYS: lease, fence counter, queue, queue expiries, queue channels (see
--- acquire.lua).
+-- release.lua: free KEYS[1] if ARGV[1] holds it, or, shared (ARGV[4] is
+-- '1'), take reader ARGV[1] out of it, and take ARGV[1] out of the queue.
+-- If the key is then free (or held by readers, and the head waiter would
+-- share), publish the key (ARGV[3]), followed by NUL and the first live
+-- waiter if it is exclusive, on ARGV[2], or on ARGV[2] .. ':' .. that
+-- waiter's store id when its store listens: only that waiter may take the
+-- key, so only its store's clients wake.
+-- KEYS: lease, fence counter, queue, queue expiries, queue channels,
+-- readers, their holders (see acquire.lua).
 -- Returns 1 when released, 0 when ARGV[1] did not hold the key.
+local _, now = clock()
 local lease = redis.call('GET', KEYS[1])
-local mine = lease and string.sub(lease, 1, #ARGV[1] + 1) == ARGV[1] .. '\0'
-if mine then
+local readers = lease and string.byte(lease) == 0
+local mine, m = false, ARGV[1]
+if ARGV[4] == '1' then
+  m = '\0' .. ARGV[1]
+  mine = readers and (tonumber(redis.call('ZSCORE', KEYS[6], ARGV[1])) or 0) > now
+  if mine then
+    redis.call('ZREM', KEYS[6], ARGV[1])
+    redis.call('HDEL', KEYS[7], ARGV[1])
+    lease = reseat(KEYS[1], KEYS[6], KEYS[7], string.match(lease, '^%z(%d+)%z'), now) and lease
+  end
+elseif lease and string.sub(lease, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+  mine, lease = true, false
   redis.call('DEL', KEYS[1])
 end
-local msg, channel = ARGV[3], ARGV[2]
+local left, head = false, nil
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  local left = redis.call('ZREM', KEYS[3], ARGV[1]) == 1
-  redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  if not mine and not (left and not lease) then
-    return 0
-  end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  left = redis.call('ZREM', KEYS[3], m) == 1
+  redis.call('ZREM', KEYS[4], m)
+  redis.call('HDEL', KEYS[5], m)
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
     redis.call('ZREM', KEYS[3], w)
     redis.call('ZREM', KEYS[4], w)
     redis.call('HDEL', KEYS[5], w)
   end
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head then
-    msg = msg .. '\0' .. head
-    local id = redis.call('HGET', KEYS[5], head)
-    if id then
-      channel = channel .. ':' .. id
-    end
+  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+end
+local res = mine and 1 or 0
+local exclusive = head and string.byte(head) ~= 0
+if not (mine or left) or lease and not (readers and head and not exclusive) then
+  return res
+end
+local msg, channel = ARGV[3], ARGV[2]
+if exclusive then
+  msg = msg .. '\0' .. head
+  local id = redis.call('HGET', KEYS[5], head)
+  if id then
+    channel = channel .. ':' .. id
   end
-elseif not mine then
-  return 0
 end
 redis.call('PUBLISH', channel, msg)
-if mine then
-  return 1
-end
-return 0
+return res

@@ -21,6 +21,8 @@ import (
 const DefaultPrefix = "lease:"
 
 var (
+	//go:embed readers.lua
+	readersSrc string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed renew.lua
@@ -30,10 +32,10 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
-	renewScript   = redis.NewScript(renewSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	inspectScript = redis.NewScript(inspectSrc)
+	acquireScript = redis.NewScript(readersSrc + acquireSrc)
+	renewScript   = redis.NewScript(readersSrc + renewSrc)
+	releaseScript = redis.NewScript(readersSrc + releaseSrc)
+	inspectScript = redis.NewScript(readersSrc + inspectSrc)
 )
 
 var (
@@ -105,20 +107,26 @@ func (s *Store) Prefix() string { return s.prefix }
 // Client returns the Redis client the store was given.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Caps reports FIFO, the cap of waiters and millisecond TTLs.
+// Caps reports FIFO, shared holds, the cap of waiters and millisecond TTLs.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: time.Millisecond, FIFO: true, MaxWaiters: s.maxWaiters}
+	return driver.Caps{MinTTL: time.Millisecond, FIFO: true, MaxWaiters: s.maxWaiters, Shared: true}
 }
 
 // Close does nothing: the Redis client stays open.
 func (s *Store) Close() error { return nil }
 
-// keys returns the lease, fence counter, queue, queue expiry and queue
-// channel keys of key, all with the hash tag {esc(key)}, hence in one
-// Cluster slot.
+// keys returns the lease, fence counter, queue, queue expiry, queue
+// channel, readers and reader holder keys of key, all with the hash tag
+// {esc(key)}, hence in one Cluster slot.
 func (s *Store) keys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc"}
+	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh"}
+}
+
+// renewKeys returns the lease, readers and reader holder keys of key.
+func (s *Store) renewKeys(key string) []string {
+	lk := s.leaseKey(key)
+	return []string{lk, lk + ":r", lk + ":rh"}
 }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
@@ -135,7 +143,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if s.listening.Load() > 0 {
 		id = s.id
 	}
-	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id)
+	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id, r.Shared)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
@@ -158,7 +166,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 
 // Renew runs renew.lua.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
-	v, err := s.run(ctx, renewScript, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+	v, err := s.run(ctx, renewScript, s.renewKeys(r.Key), r.Token, ttlMillis(r.TTL), r.Shared)
 	return result("renew", r.Key, v, err)
 }
 
@@ -189,7 +197,7 @@ func (s *Store) renewPipeline(ctx context.Context, rs []driver.Request) []*redis
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(rs))
 	for i, r := range rs {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{s.leaseKey(r.Key)}, r.Token, ttlMillis(r.TTL))
+		cmds[i] = renewScript.EvalSha(ctx, pipe, s.renewKeys(r.Key), r.Token, ttlMillis(r.TTL), r.Shared)
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	return cmds
@@ -197,21 +205,24 @@ func (s *Store) renewPipeline(ctx context.Context, rs []driver.Request) []*redis
 
 // Release runs release.lua, which announces the release.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key)
+	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key, r.Shared)
 	return result("release", r.Key, v, err)
 }
 
 // Inspect runs inspect.lua. A free key's Fence is the last one granted.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	v, err := inspectScript.Run(ctx, s.client, s.keys(key)[:2]).Result()
+	lk := s.leaseKey(key)
+	v, err := inspectScript.Run(ctx, s.client, []string{lk, lk + ":fence", lk + ":r"}).Result()
 	var f []string
 	if err == nil {
-		f, err = fields(v, 4)
+		f, err = fields(v, 5)
 	}
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
 	}
-	return driver.Info{Key: key, Held: f[0] == "1", Holder: f[1], Fence: uint64(num(f[2])), Remaining: millis(f[3])}, nil
+	readers := int(num(f[4]))
+	return driver.Info{Key: key, Held: f[0] == "1", Holder: f[1], Fence: uint64(num(f[2])), Remaining: millis(f[3]),
+		Shared: readers > 0, Readers: readers}, nil
 }
 
 // result is the error of a renewal or release whose script replied v.

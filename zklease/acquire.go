@@ -1,4 +1,5 @@
-// Acquire and Inspect: the lowest live node of a key's parent holds the key.
+// Acquire and Inspect: the lowest live node of a key's parent holds the key,
+// with the readers right behind it if it is a reader's.
 
 package zklease
 
@@ -33,7 +34,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	var g driver.Grant
 	if e, ok := s.remembered(r); ok && e.held { // a retried Acquire: a renewal
 		if _, err = s.refresh(r, &e); err == nil {
-			g.Fence = uint64(e.czxid)
+			g.Fence = e.fence()
 		}
 	} else {
 		g, err = s.settle(ctx, r, e)
@@ -51,7 +52,11 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 // (the parent's pzxid) and the server's time (its mtime).
 func (s *Store) create(r driver.Request) (entry, error) {
 	parent := s.parent(r.Key)
-	create := &zk.CreateRequest{Path: parent + "/" + nodePrefix + r.Token + "-", Data: encodeData(r), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
+	name := nodePrefix + r.Token
+	if r.Shared {
+		name += readMark
+	}
+	create := &zk.CreateRequest{Path: parent + "/" + name + "-", Data: encodeData(r, 0), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
 	touch := &zk.SetDataRequest{Path: parent, Version: -1}
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -71,11 +76,12 @@ func (s *Store) create(r driver.Request) (entry, error) {
 
 // settle decides an acquisition with r's entry e (none yet: e.path is
 // empty, and settle creates the node). e holds the key if it is the lowest
-// node: a queued entry then holds it on the write of the call that last
-// refreshed it (Grant.FromQueue), with no write now, so a hand-off costs
-// one listing. Otherwise the lowest node is dropped if its TTL ran out (and
-// settle looks again), or reported in a *lease.HeldError; a queued e stays
-// as the token's entry, refreshed; another e is deleted.
+// node, or a reader's behind readers only (join): a queued entry then holds
+// it on the write of the call that last refreshed it (Grant.FromQueue),
+// with no write now, so a hand-off costs one listing. Otherwise the nodes
+// that hold the key are dropped if their TTL ran out (and settle looks
+// again), or reported in a *lease.HeldError; a queued e stays as the
+// token's entry, refreshed; another e is deleted.
 func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.Grant, error) {
 	parent := s.parent(r.Key)
 	var now int64 // the server's time of this call's write; 0: none yet
@@ -103,6 +109,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		if err == nil && i > 0 && now == 0 { // refresh our queued entry: another TTL, and the server's time
 			now, err = s.refresh(r, &e)
 		}
+		h := lead(nodes) // the nodes that hold the key
 		switch {
 		case err != nil:
 			return driver.Grant{}, err
@@ -110,23 +117,34 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 			s.entries.Delete(r.Token)
 			e.path = ""
 			continue
-		case i == 0:
+		case i < h:
+			if err = s.join(r, &e, nodes[:h], &now); err == errAgain {
+				continue
+			} else if err != nil {
+				return driver.Grant{}, err
+			}
 			e.held = true
 			s.entries.Store(r.Token, e)
-			return driver.Grant{Fence: uint64(e.czxid), FromQueue: now == 0}, nil
-		case r.Queue && i > s.maxWaiters: // i-1 waiters and the holder ahead; never an entry queued before
+			return driver.Grant{Fence: e.fence(), FromQueue: now == 0}, nil
+		case r.Queue && i-h >= s.maxWaiters: // never an entry queued before
 			return driver.Grant{}, s.dropped(e.path, -1, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
 		}
-		// A queued waiter watches its predecessor only (and is the next to
-		// get the key); the node right behind the lowest judges it (and, by
-		// turns, every node): dropped if its TTL ran out, else reported.
+		// A reader watches the nearest writer ahead; a queued writer its
+		// predecessor only (and is the next to get the key); another try the
+		// lowest node. The first waiter, and every try, judges the holders:
+		// dropped if their TTL ran out, else reported.
 		j, next := 0, ""
-		if r.Queue {
+		if nodes[i].shared {
+			for j = i - 1; nodes[j].shared; j-- {
+			}
+		} else if r.Queue {
 			j, next = i-1, r.Token
 		}
 		var info driver.Info
-		if j == 0 {
-			info, err = s.holder(r.Key, nodes[0].path, now, true)
+		if !r.Queue || i == h {
+			if info, _, err = s.heads(r.Key, nodes[:h], "", now, true); err == nil && !info.Held {
+				err = errAgain
+			}
 		}
 		if err == nil {
 			err = s.watch(r.Key, next, nodes[j].path)
@@ -136,7 +154,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		} else if err != nil {
 			return driver.Grant{}, err
 		}
-		held := &lease.HeldError{Key: r.Key, Holder: info.Holder, Fence: info.Fence, Remaining: info.Remaining, Queued: i - 1}
+		held := &lease.HeldError{Key: r.Key, Holder: info.Holder, Fence: info.Fence, Remaining: info.Remaining, Queued: i - h}
 		if !r.Queue {
 			return driver.Grant{}, s.dropped(e.path, -1, held)
 		}
@@ -146,27 +164,82 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
 }
 
-// holder reads p, the lowest node, and judges its TTL at the server's time
-// now (ms). An expired node holds nothing and, if drop, is deleted unless
-// renewed since it was read (its session may live on); errAgain: p is gone.
-func (s *Store) holder(key, p string, now int64, drop bool) (driver.Info, error) {
-	e, err := s.read(key, p, true)
-	switch {
-	case errors.Is(err, lease.ErrNotHeld):
-		return driver.Info{}, errAgain
-	case err != nil:
-		return driver.Info{}, err
-	case e.mtime+e.ttlMs > now: // the TTL left, both times stamped by the ZooKeeper leader
-		left := time.Duration(min(e.mtime+e.ttlMs-now, e.ttlMs)) * time.Millisecond
-		return driver.Info{Key: key, Held: true, Holder: e.holder, Fence: uint64(e.czxid), Remaining: left}, nil
-	case !drop:
-		return driver.Info{Key: key}, nil
+// join gives e, a node of run (the nodes that hold the key), its fence:
+// its czxid if it is not a reader's or no other reader of run is live,
+// else the read epoch's, the lowest fence of the others, which a write
+// records in e's node if that fence's node still exists (else errAgain).
+// now is the server's time of the call's last write.
+func (s *Store) join(r driver.Request, e *entry, run []node, now *int64) error {
+	if e.epoch != 0 || len(run) == 1 {
+		return nil
 	}
-	return driver.Info{}, s.dropped(p, e.version, errAgain)
+	info, src, err := s.heads(r.Key, run, e.path, *now, true)
+	if err != nil || !info.Held || info.Fence >= uint64(e.czxid) {
+		return err
+	}
+	epoch := int64(info.Fence)
+	res, err := s.conn.Multi(&zk.SetDataRequest{Path: e.path, Data: encodeData(r, epoch), Version: -1}, &zk.CheckVersionRequest{Path: src, Version: -1})
+	if errors.Is(err, zk.ErrNoNode) {
+		return errAgain
+	} else if err == nil && (len(res) != 2 || res[0].Stat == nil) {
+		err = errors.New("unexpected multi response")
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", redactPath(e.path), err)
+	}
+	e.epoch, *now = epoch, res[0].Stat.Mtime
+	return s.written(r, e, res[0].Stat)
 }
 
-// Inspect implements driver.Store: the lowest live node of key, unless its
-// TTL ran out. A write to the key's parent comes first: it tells the
+// heads reads run, nodes that hold key together, and judges their TTLs at
+// the server's time now (ms). An expired node holds nothing and, if drop,
+// is deleted unless renewed since it was read (its session may live on).
+// Info tells the lowest fence (the read epoch's, of node src) and its
+// holder, and the longest TTL left; errAgain: all are gone. For a joiner
+// (skip: its node), heads stops at the first node that records an epoch:
+// every later node records that epoch too, or has a larger czxid.
+func (s *Store) heads(key string, run []node, skip string, now int64, drop bool) (driver.Info, string, error) {
+	info, src, seen := driver.Info{Key: key}, "", false
+	for _, n := range run {
+		if n.path == skip {
+			continue
+		}
+		e, err := s.read(key, n.path, true)
+		if errors.Is(err, lease.ErrNotHeld) {
+			continue
+		} else if err != nil {
+			return info, "", err
+		}
+		seen = true
+		left := e.mtime + e.ttlMs - now // both times stamped by the ZooKeeper leader
+		if left <= 0 && drop {
+			err = s.dropped(n.path, e.version, nil)
+		}
+		if err != nil {
+			return info, "", err
+		} else if left <= 0 {
+			continue
+		}
+		if !info.Held || e.fence() < info.Fence {
+			info.Holder, info.Fence, src = e.holder, e.fence(), n.path
+		}
+		info.Held, info.Shared = true, n.shared
+		info.Remaining = max(info.Remaining, time.Duration(min(left, e.ttlMs))*time.Millisecond)
+		if n.shared {
+			info.Readers++
+		}
+		if skip != "" && e.epoch != 0 { // a joiner needs no more: the epoch is recorded
+			break
+		}
+	}
+	if !seen {
+		return info, "", errAgain
+	}
+	return info, src, nil
+}
+
+// Inspect implements driver.Store: the lowest live node of key, and the
+// readers behind it if it is a reader's, unless their TTLs ran out. A write to the key's parent comes first: it tells the
 // server's time, and the reads after it see every write completed before
 // Inspect. A node gone since the listing was released: the next one holds.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
@@ -179,10 +252,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err == nil {
 		nodes, _, err = s.nodes(parent, "")
 	}
-	for _, n := range nodes { // none if err
-		if info, err := s.holder(key, n.path, pst.Mtime, false); err != errAgain {
+	for h := lead(nodes); h > 0; h = lead(nodes) { // none if err
+		if info, _, err := s.heads(key, nodes[:h], "", pst.Mtime, false); err != errAgain {
 			return info, wrapped(err, "inspect", key)
 		}
+		nodes = nodes[h:]
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		err = nil

@@ -15,6 +15,17 @@
 // ensemble and never reused, and a node is created after every node ahead
 // of it, so fences grow across holders, sessions and restarts.
 //
+// Shared holds (Curator's InterProcessReadWriteLock): a reader's node is
+// "_c_<token>-r-<sequence>", and a reader is blocked only by a writer's
+// node ahead of it, so the lowest node holds the key with, if it is a
+// reader's, the readers right behind it. A reader that holds with others
+// joins their read epoch: its fence is the lowest fence among them, which
+// it records in its node's data ("epoch") by a write that checks that
+// fence's node still exists, so the epoch outlives its first reader; a
+// reader alone takes its czxid. A refused reader watches the nearest
+// writer ahead (Announcement.Next empty); a writer behind readers, its
+// predecessor. The first waiter, or a try, reads every reader that holds.
+//
 // Expiry, twice. The nodes are ephemeral: ZooKeeper deletes them when their
 // session ends (a crash, a partition longer than the session timeout,
 // Close), and a Store made by Dial closes its grants' Lost channels then.
@@ -30,15 +41,19 @@
 // key held sets a child watch, which fires only on the node's deletion: a
 // queued waiter on its predecessor (so a release wakes the next waiter and
 // no other, and Announcement.Next names it), another try on the lowest
-// node. go-zookeeper v1.0.4 has no persistent watches.
+// node. A release that no Acquire waits for is not announced.
+// go-zookeeper v1.0.4 has no persistent watches.
 //
 // Round trips: Acquire of a free key 2 (a multi that creates the node and
 // touches the parent, yielding the fence and the server's time; a
-// listing), of a held key 4 (+1 watch), or queued 3 (2 behind another
-// waiter; +1 watch); a queued waiter's turn 1 (a listing); Renew 1;
-// RenewMany as few multis as ZooKeeper's 1 MiB packet limit allows;
-// Release 1; Inspect 3. go-zookeeper's calls take no context: a Store
-// checks ctx before each operation.
+// listing), of a held key 4 (+1 watch; + a read per further reader), or
+// queued 3 (2 behind another waiter; +1 watch); a reader joining others
+// 3, + a read of each reader up to the first that records the epoch
+// (usually 4 or 5); a queued waiter's turn 1 (a listing; a reader's
+// joining others, 2 + those reads); Renew 1; RenewMany as few multis as
+// ZooKeeper's 1 MiB packet limit allows; Release 1; Inspect 3 (+1 per
+// further reader). go-zookeeper's calls take no context: a Store checks
+// ctx before each operation.
 //
 // Security: the node names hold the tokens, so errors name nodes with the
 // token shortened ("_c_0123abcd…-0000000007"). Without credentials the

@@ -20,6 +20,9 @@ import (
 // do: a node whose create was cut off is found again by its token.
 const nodePrefix = "_c_"
 
+// readMark ends the token in a reader's node name: "_c_<token>-r-<seq>".
+const readMark = "-r"
+
 // escapeKey turns a key into one znode name: bytes outside [A-Za-z0-9_~-]
 // and '.' are percent-escaped, and the result is never "." or "..".
 func escapeKey(key string) string {
@@ -51,6 +54,7 @@ func redactPath(p string) string {
 type node struct {
 	path, token string
 	seq         int64
+	shared      bool // a reader's
 }
 
 // nodes lists the nodes under parent (none if it is missing), lowest
@@ -65,11 +69,22 @@ func (s *Store) nodes(parent, token string) ([]node, int, error) {
 		i := strings.LastIndexByte(c, '-')
 		seq, err := strconv.ParseInt(c[i+1:], 10, 64)
 		if strings.HasPrefix(c, nodePrefix) && i >= len(nodePrefix) && err == nil && seq >= 0 {
-			ns = append(ns, node{path: parent + "/" + c, token: c[len(nodePrefix):i], seq: seq})
+			token, shared := strings.CutSuffix(c[len(nodePrefix):i], readMark)
+			ns = append(ns, node{path: parent + "/" + c, token: token, seq: seq, shared: shared})
 		}
 	}
 	slices.SortFunc(ns, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
 	return ns, slices.IndexFunc(ns, func(n node) bool { return n.token == token }), nil
+}
+
+// lead counts the nodes that hold the key together: the lowest one, and
+// the readers right behind it if it is a reader.
+func lead(ns []node) int {
+	h := min(len(ns), 1)
+	for h < len(ns) && ns[0].shared && ns[h].shared {
+		h++
+	}
+	return h
 }
 
 // nodeData is what a node stores (JSON, for humans and tools too).
@@ -77,9 +92,10 @@ type nodeData struct {
 	Token  string `json:"token"`
 	Holder string `json:"holder,omitempty"`
 	TTLms  int64  `json:"ttl_ms"`
+	Epoch  int64  `json:"epoch,omitempty"` // a reader's fence, when not its czxid
 }
 
-func encodeData(r driver.Request) []byte {
-	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds()}) // cannot fail
+func encodeData(r driver.Request, epoch int64) []byte {
+	b, _ := json.Marshal(nodeData{Token: r.Token, Holder: r.Holder, TTLms: r.TTL.Milliseconds(), Epoch: epoch}) // cannot fail
 	return b
 }

@@ -37,7 +37,7 @@ func wrapped(err error, op, key string) error {
 }
 
 // find returns r's entry: the one this Store remembers, or else the token's
-// node found by listing the key's nodes (held if it is the lowest).
+// node found by listing the key's nodes.
 func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	if _, err := s.usable(ctx); err != nil {
 		return entry{}, err
@@ -52,11 +52,11 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	return s.read(r.Key, nodes[i].path, i == 0)
+	return s.read(r.Key, nodes[i].path, i < lead(nodes))
 }
 
-// read reads the node at p into an entry; held if it is the lowest.
-func (s *Store) read(key, p string, lowest bool) (entry, error) {
+// read reads the node at p into an entry, held or not.
+func (s *Store) read(key, p string, held bool) (entry, error) {
 	data, st, err := s.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return entry{}, fmt.Errorf("node %s gone: %w", redactPath(p), lease.ErrNotHeld)
@@ -65,7 +65,7 @@ func (s *Store) read(key, p string, lowest bool) (entry, error) {
 	}
 	var d nodeData
 	_ = json.Unmarshal(data, &d) // unreadable data reads as TTL 0: expired
-	return entry{key: key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, holder: d.Holder, held: lowest}, nil
+	return entry{key: key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, epoch: d.Epoch, holder: d.Holder, held: held}, nil
 }
 
 // refresh writes r's data to e's node, whatever its version, and returns
@@ -74,7 +74,7 @@ func (s *Store) read(key, p string, lowest bool) (entry, error) {
 // judge is then stricter, never laxer. (A judge deleting the node expired
 // checks its version: a renewal racing with it wins.)
 func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
-	st, err := s.conn.Set(e.path, encodeData(r), -1)
+	st, err := s.conn.Set(e.path, encodeData(r, e.epoch), -1)
 	if errors.Is(err, zk.ErrNoNode) {
 		s.entries.Delete(r.Token)
 		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
@@ -125,7 +125,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 			errs[i] = s.Renew(ctx, r)
 			continue
 		}
-		op := &zk.SetDataRequest{Path: e.path, Data: encodeData(r), Version: -1}
+		op := &zk.SetDataRequest{Path: e.path, Data: encodeData(r, e.epoch), Version: -1}
 		n := multiReqPerOp + len(op.Path) + len(op.Data)
 		if len(ops) > 0 && (size+n > multiBudget || len(ops) == maxMultiOps) {
 			flush()

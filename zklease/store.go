@@ -3,6 +3,7 @@
 package zklease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,10 +44,13 @@ type entry struct {
 	version   int32
 	mtime     int64 // server time of our last write, ms
 	ttlMs     int64 // the TTL of that write
-	czxid     int64 // the fence
+	czxid     int64 // the fence, unless epoch
+	epoch     int64 // a reader's fence: the read epoch's it joined (0: czxid)
 	holder    string
 	held      bool // granted; otherwise a queued waiter's entry
 }
+
+func (e entry) fence() uint64 { return uint64(cmp.Or(e.epoch, e.czxid)) }
 
 // New returns a Store over conn, which the caller made with zk.Connect and
 // keeps owning. WithSessionTimeout is required: the session timeout the
@@ -216,10 +220,10 @@ func (s *Store) Conn() *zk.Conn { return s.conn }
 // Root returns the znode under which the Store keeps its keys.
 func (s *Store) Root() string { return s.root }
 
-// Caps implements driver.Store: FIFO, and a TTL of at most the session
-// timeout, so the session never outlives the Client's deadline.
+// Caps implements driver.Store: FIFO, shared holds, and a TTL of at most
+// the session timeout, so the session never outlives the Client's deadline.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MaxTTL: s.sessionTimeout, FIFO: true, MaxWaiters: s.maxWaiters}
+	return driver.Caps{MaxTTL: s.sessionTimeout, FIFO: true, MaxWaiters: s.maxWaiters, Shared: true}
 }
 
 // Close ends the Store's subscriptions and, for a Store made by Dial, closes

@@ -1,5 +1,5 @@
 // Store-level tests: the znode layout (key escaping, protected names, fence
-// = czxid), Caps, and RenewMany under ZooKeeper's packet limit.
+// = czxid), Caps, RenewMany under ZooKeeper's packet limit, read epochs.
 
 package zklease_test
 
@@ -118,5 +118,46 @@ func TestRenewManyLarge(t *testing.T) {
 	// The session survived: a lease is still renewable on its own.
 	if err := s.Renew(ctx, rs[n-1]); err != nil {
 		t.Fatalf("Renew after the large RenewMany: %v", err)
+	}
+}
+
+// TestReadEpochOutlivesItsFirstReader: readers queued behind a writer are
+// let in together; one that joins before the reader ahead of it claims
+// its turn records the epoch, which that reader then finds behind it once
+// the epoch's first reader has left.
+func TestReadEpochOutlivesItsFirstReader(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	s := dial(t, servers(t), zklease.WithRoot(root("epoch")))
+	req := func(holder string, shared bool) driver.Request {
+		return driver.Request{Key: "k", Token: token(), Holder: holder, TTL: testSession / 2, Queue: true, Shared: shared}
+	}
+	w, r0, r, x := req("w", false), req("r0", true), req("r", true), req("x", true)
+	acquire := func(r driver.Request, granted bool) uint64 {
+		t.Helper()
+		g, err := s.Acquire(ctx, r)
+		if granted != (err == nil) {
+			t.Fatalf("Acquire for %s: %+v, %v; want granted %v", r.Holder, g, err, granted)
+		}
+		return g.Fence
+	}
+	acquire(w, true)
+	for _, r := range []driver.Request{r0, r, x} {
+		acquire(r, false)
+	}
+	if err := s.Release(ctx, w); err != nil {
+		t.Fatalf("Release of the writer: %v", err)
+	}
+	epoch := acquire(x, true) // behind r0 and r, neither granted yet
+	if f := acquire(r0, true); f != epoch {
+		t.Fatalf("r0's fence %d, want x's %d", f, epoch)
+	}
+	if err := s.Release(ctx, r0); err != nil {
+		t.Fatalf("Release of r0: %v", err)
+	}
+	if f := acquire(r, true); f != epoch { // now the lowest node
+		t.Fatalf("r's fence %d, want the epoch's %d, which x holds", f, epoch)
+	}
+	if info, err := s.Inspect(ctx, "k"); err != nil || !info.Shared || info.Readers != 2 || info.Fence != epoch {
+		t.Fatalf("Inspect = %+v, %v; want 2 readers with fence %d", info, err, epoch)
 	}
 }

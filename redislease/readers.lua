@@ -1,0 +1,32 @@
+-- readers.lua: the prelude of every script (prepended by store.go).
+-- A key held shared (by readers) has the lease string "NUL fence NUL holder"
+-- (an empty token; tokens are never empty), the epoch's fence and the holder
+-- of the reader that expires last, with that reader's expiry; beside it, a
+-- zset of readers (token -> expiry, server ms) and a hash token -> holder,
+-- with the same expiry.
+
+-- clock returns the server TIME reply and the server time in ms.
+local function clock()
+  local t = redis.call('TIME')
+  return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- reseat drops the readers of zset rk (holders hk) dead at now and points
+-- lease lk, with fence, at the last live one; with none left, it deletes all
+-- three. Returns whether any reader is left.
+local function reseat(lk, rk, hk, fence, now)
+  for _, r in ipairs(redis.call('ZRANGEBYSCORE', rk, '-inf', now)) do
+    redis.call('ZREM', rk, r)
+    redis.call('HDEL', hk, r)
+  end
+  local last = redis.call('ZRANGE', rk, -1, -1, 'WITHSCORES')
+  if not last[1] then
+    redis.call('DEL', lk, rk, hk)
+    return false
+  end
+  local keep = tonumber(last[2]) - now
+  redis.call('SET', lk, '\0' .. fence .. '\0' .. (redis.call('HGET', hk, last[1]) or ''), 'PX', keep)
+  redis.call('PEXPIRE', rk, keep)
+  redis.call('PEXPIRE', hk, keep)
+  return true
+end
