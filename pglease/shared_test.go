@@ -236,3 +236,35 @@ func TestSharedLateCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedWriterLeaves: a waiting writer that gives up while readers hold
+// announces the key, naming nobody: the reader queued behind it may join.
+func TestSharedWriterLeaves(t *testing.T) {
+	const ttl = 30 * time.Second
+	ctx := testCtx(t, 30*time.Second)
+	s := newStore(t, sharedPool(t), pglease.ModeTable)
+	sub := subscribe(t, ctx, s)
+	r1, w, r2 := shared(req("k", "r1", ttl)), req("k", "w", ttl), shared(req("k", "r2", ttl))
+	w.Queue, r2.Queue = true, true
+	if _, err := s.Acquire(ctx, r1); err != nil {
+		t.Fatalf("Acquire of r1: %v", err)
+	}
+	for _, r := range []driver.Request{w, r2} {
+		var he *lease.HeldError
+		if _, err := s.Acquire(ctx, r); !errors.As(err, &he) {
+			t.Fatalf("queued Acquire of %s = %v, want a *lease.HeldError", r.Holder, err)
+		}
+	}
+	if err := s.Release(ctx, w); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("the waiting writer's Release = %v, want ErrNotHeld", err)
+	}
+	a, err := nextAnnouncement(t, ctx, sub, 10*time.Second)
+	if err != nil || a.Key != "k" || a.Next != "" {
+		t.Fatalf("announcement after the writer left = %+v, %v; want k, naming nobody", a, err)
+	}
+	if g, err := s.Acquire(ctx, r2); err != nil {
+		t.Fatalf("Acquire of r2 after the writer left: %v", err)
+	} else if info, _ := s.Inspect(ctx, "k"); info.Readers != 2 || info.Fence != g.Fence {
+		t.Fatalf("Inspect = %+v, want 2 readers of fence %d", info, g.Fence)
+	}
+}

@@ -134,6 +134,9 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND ((c.token = $3 AND $3 <> '')
 	OR (c.token = '' AND ` + live("c.readers->$3") + `)) AND ` + rowLive + ` FOR SHARE OF c`)
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
+	// A waiter that leaves a key no writer holds announces it: readers
+	// queued behind it may join the readers.
+	noWriter := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> '' AND ` + rowLive + `)`
 	queue := fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive)
 	return &TableStore{
 		base:          b,
@@ -141,8 +144,8 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 		sharedSQL:     b.sql(fill(sharedAcquire, "QUEUE", fill(queue, "SHARED", "true"))),
 		renewSQL:      b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
 		renewMixedSQL: b.sql(tableRenew),
-		releaseSQL:    b.release("c.expires_at > clock_timestamp()", notLive),
-		leaveSQL:      b.sql(fill(sharedRelease, "FREE", notLive)),
+		releaseSQL:    b.release("c.expires_at > clock_timestamp()", noWriter),
+		leaveSQL:      b.sql(fill(sharedRelease, "FREE", noWriter)),
 		infoSQL: b.sql(`SELECT ` + rowLive + `, COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
 	(SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) FROM T c WHERE c.ns = $1 AND c.key = $2`),
 	}
