@@ -18,7 +18,7 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-func shared(r driver.Request) driver.Request { r.Shared = true; return r }
+func asReader(r driver.Request) driver.Request { r.Shared = true; return r }
 
 // TestSharedRenewManyMixed: one RenewMany renews a writer and two readers
 // of one key, and refuses an expired reader, a released one and a reader's
@@ -28,8 +28,8 @@ func TestSharedRenewManyMixed(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	s := newStore(t, sharedPool(t), pglease.ModeTable)
 	w := req("a", "w", long)
-	r1, r2, gone := shared(req("b", "r1", time.Second)), shared(req("b", "r2", time.Second)), shared(req("b", "gone", long))
-	brief := shared(req("c", "brief", 100*time.Millisecond))
+	r1, r2, gone := asReader(req("b", "r1", time.Second)), asReader(req("b", "r2", time.Second)), asReader(req("b", "gone", long))
+	brief := asReader(req("c", "brief", 100*time.Millisecond))
 	for _, r := range []driver.Request{w, r1, r2, gone, brief} {
 		if _, err := s.Acquire(ctx, r); err != nil {
 			t.Fatalf("Acquire for %s: %v", r.Holder, err)
@@ -40,7 +40,7 @@ func TestSharedRenewManyMixed(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // brief expires
 	r1.TTL, r2.TTL = long, long
-	stranger := shared(req("a", "stranger", long))
+	stranger := asReader(req("a", "stranger", long))
 	errs := s.RenewMany(ctx, []driver.Request{r1, stranger, w, brief, r2, gone})
 	for i, want := range []bool{true, false, true, false, true, false} {
 		if ok := errs[i] == nil; ok != want || !ok && !errors.Is(errs[i], lease.ErrNotHeld) {
@@ -106,18 +106,18 @@ func TestSharedRace(t *testing.T) {
 func TestSharedFencedTx(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	s := newStore(t, sharedPool(t), pglease.ModeTable)
-	r := shared(req("k", "r", 30*time.Second))
+	r := asReader(req("k", "r", 30*time.Second))
 	g, err := s.Acquire(ctx, r)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	write := func(l ref) error {
+	write := func(l leaseRef) error {
 		return s.FencedTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error { return nil })
 	}
-	if err := write(ref{"k", r.Token, g.Fence}); err != nil {
+	if err := write(leaseRef{"k", r.Token, g.Fence}); err != nil {
 		t.Fatalf("FencedTx of a reader: %v", err)
 	}
-	if err := write(ref{"k", "", g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
+	if err := write(leaseRef{"k", "", g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("FencedTx of the empty token = %v, want ErrNotHeld", err)
 	}
 	if _, err := s.Acquire(ctx, driver.Request{Key: "k", TTL: time.Second}); !errors.Is(err, lease.ErrInvalid) {
@@ -126,20 +126,20 @@ func TestSharedFencedTx(t *testing.T) {
 	if err := s.Release(ctx, r); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := write(ref{"k", r.Token, g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
+	if err := write(leaseRef{"k", r.Token, g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("FencedTx of a reader that left = %v, want ErrNotHeld", err)
 	}
 }
 
-// ref is a pglease.LeaseRef.
-type ref struct {
+// leaseRef is a pglease.LeaseRef.
+type leaseRef struct {
 	key, token string
 	fence      uint64
 }
 
-func (r ref) Key() string   { return r.key }
-func (r ref) Token() string { return r.token }
-func (r ref) Fence() uint64 { return r.fence }
+func (r leaseRef) Key() string   { return r.key }
+func (r leaseRef) Token() string { return r.token }
+func (r leaseRef) Fence() uint64 { return r.fence }
 
 // TestMigrateBeforeShared: Migrate adds the columns of shared holds to
 // tables made before them, keeping their rows and fences.
@@ -162,7 +162,7 @@ func TestMigrateBeforeShared(t *testing.T) {
 			t.Fatalf("Migrate: %v", err)
 		}
 	}
-	if g, err := s.Acquire(ctx, shared(req("k", "r", time.Minute))); err != nil || g.Fence != 8 {
+	if g, err := s.Acquire(ctx, asReader(req("k", "r", time.Minute))); err != nil || g.Fence != 8 {
 		t.Fatalf("shared Acquire after Migrate: fence %d, %v; want 8", g.Fence, err)
 	}
 }
@@ -244,7 +244,7 @@ func TestSharedWriterLeaves(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	s := newStore(t, sharedPool(t), pglease.ModeTable)
 	sub := subscribe(t, ctx, s)
-	r1, w, r2 := shared(req("k", "r1", ttl)), req("k", "w", ttl), shared(req("k", "r2", ttl))
+	r1, w, r2 := asReader(req("k", "r1", ttl)), req("k", "w", ttl), asReader(req("k", "r2", ttl))
 	w.Queue, r2.Queue = true, true
 	if _, err := s.Acquire(ctx, r1); err != nil {
 		t.Fatalf("Acquire of r1: %v", err)

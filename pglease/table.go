@@ -28,11 +28,11 @@ type TableStore struct {
 const rowLive = `(c.token IS NOT NULL AND c.expires_at > clock_timestamp())`
 
 // Readers: a shared row's readers column maps each reader's token to
-// [expiry in µs since the epoch, holder]. nowUS is the server's clock so;
-// live(v) is true when the entry v has not expired.
-const nowUS = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
+// [expiry in µs since the epoch, holder]. nowMicros is the server's clock
+// in those µs; live(v) is true when the entry v has not expired.
+const nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
 
-func live(v string) string { return `(` + v + `->>0)::int8 > ` + nowUS }
+func live(v string) string { return `(` + v + `->>0)::int8 > ` + nowMicros }
 
 // readersSet assigns a row the readers (k, v) of from: the empty token (NULL if
 // there is none), the last expiry and the holder of that reader.
@@ -78,7 +78,7 @@ ax AS (SELECT count(*) AS n FROM q WHERE NOT shared AND seq < COALESCE((SELECT s
 acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at, readers)
 	SELECT $1, $2, '', $4, 1, timestamptz 'epoch' + e * interval '1 microsecond', jsonb_build_object($3::text, jsonb_build_array(e, $4::text))
-	FROM (SELECT ` + nowUS + ` + $5::float8::int8 AS e) n
+	FROM (SELECT ` + nowMicros + ` + $5::float8::int8 AS e) n
 	WHERE NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> '' AND ` + rowLive + `)
 		AND ((SELECT n FROM ax) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND ` + live("x.readers->$3") + `))
 	ON CONFLICT (ns, key) DO UPDATE SET
@@ -104,7 +104,7 @@ u AS (
 ),
 g AS (SELECT key, jsonb_object_agg(token, ttl::int8) AS ttls, array_agg(i) AS ids, array_agg(token) AS tokens FROM r WHERE shared GROUP BY key),
 s AS (
-	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN g.ttls ? k THEN jsonb_build_array(`+nowUS+` + (g.ttls->>k)::int8, v->1) ELSE v END
+	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN g.ttls ? k THEN jsonb_build_array(`+nowMicros+` + (g.ttls->>k)::int8, v->1) ELSE v END
 		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
 	FROM g WHERE l.ns = $1 AND l.key = g.key AND l.token = '' AND l.expires_at > clock_timestamp()
 	RETURNING ARRAY(SELECT i FROM unnest(g.ids, g.tokens) t(i, token) WHERE l.readers ? t.token) AS ids, l.fence
