@@ -7,6 +7,8 @@ package pglease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -267,4 +269,46 @@ func TestSharedWriterLeaves(t *testing.T) {
 	} else if info, _ := s.Inspect(ctx, "k"); info.Readers != 2 || info.Fence != g.Fence {
 		t.Fatalf("Inspect = %+v, want 2 readers of fence %d", info, g.Fence)
 	}
+}
+
+// TestSharedRenewOrder: clients renewing readers of the same keys at once,
+// each in its own order and with its own set of keys, never deadlock.
+func TestSharedRenewOrder(t *testing.T) {
+	const ttl, rounds = 30 * time.Second, 30
+	pool := sharedPool(t)
+	ctx := testCtx(t, 2*time.Minute)
+	ns := namespace(t)
+	var sets [][]driver.Request
+	for c, n := range []int{7, 150, 40} {
+		s := storeNS(t, pool, pglease.ModeTable, ns)
+		var rs []driver.Request
+		for i := range n {
+			r := asReader(req(fmt.Sprintf("k%03d", (i*(c+3))%150), "c", ttl))
+			if _, err := s.Acquire(ctx, r); err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			rs = append(rs, r)
+		}
+		sets = append(sets, rs)
+	}
+	s := storeNS(t, pool, pglease.ModeTable, ns)
+	var wg sync.WaitGroup
+	for _, rs := range sets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range rounds {
+				if round%2 == 1 {
+					slices.Reverse(rs)
+				}
+				for _, err := range s.RenewMany(ctx, rs) {
+					if err != nil {
+						t.Errorf("RenewMany: %v", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
