@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -255,11 +256,12 @@ func (st *contention) worker(ctx context.Context, w int, l Locker, hold time.Dur
 	}
 }
 
-// closeAll closes lockers in parallel, bounded in time.
-func closeAll(ls []Locker) {
+// closeAll closes lockers in parallel, bounded in time; nil ones are
+// skipped.
+func closeAll[T io.Closer](ls []T) {
 	var wg sync.WaitGroup
 	for _, l := range ls {
-		if l == nil {
+		if any(l) == nil {
 			continue
 		}
 		wg.Add(1)

@@ -33,7 +33,7 @@ import (
 
 // Plan says what to run and for how long.
 type Plan struct {
-	Scenarios     []string // cycle, contention, failover, heartbeat, pg-contention
+	Scenarios     []string // cycle, contention, read-heavy, acquire-all, failover, heartbeat, pg-contention
 	Systems       []string // system/store keys; empty: all
 	CycleDur      time.Duration
 	ContDur       time.Duration
@@ -50,7 +50,7 @@ type Plan struct {
 
 func fullPlan() Plan {
 	return Plan{
-		Scenarios: []string{"cycle", "contention", "pg-contention", "failover", "heartbeat"},
+		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat"},
 		CycleDur:  6 * time.Second, ContDur: 12 * time.Second, Workers: 16, Hold: time.Millisecond,
 		Trials: 10, HBLeases: 10000, HBDur: 60 * time.Second, PGClients: []int{1, 8}, PGDur: 5 * time.Second,
 	}
@@ -58,7 +58,7 @@ func fullPlan() Plan {
 
 func quickPlan() Plan {
 	return Plan{
-		Scenarios: []string{"cycle", "contention", "pg-contention", "failover", "heartbeat"},
+		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat"},
 		CycleDur:  1 * time.Second, ContDur: 3 * time.Second, Workers: 16, Hold: time.Millisecond,
 		Trials: 3, HBLeases: 1000, HBDur: 10 * time.Second, PGClients: []int{1, 8}, PGDur: 2 * time.Second,
 	}
@@ -169,12 +169,9 @@ func main() {
 // Execute runs plan and returns the results and notes on skipped stores.
 func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)) ([]Result, []string) {
 	var notes []string
-	var syss []System
+	var syss, avail []System // selected; every available one (the bases of scenarios 6 and 7)
 	skipped := map[string]bool{}
 	for _, s := range allSystems() {
-		if len(plan.Systems) > 0 && !slices.Contains(plan.Systems, s.Key()) {
-			continue
-		}
 		if ok, v := env.available(s.Store); !ok {
 			if !skipped[s.Store] {
 				notes = append(notes, fmt.Sprintf("store %s skipped: %s is not set", s.Store, v))
@@ -182,12 +179,24 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 			}
 			continue
 		}
+		avail = append(avail, s)
+		if len(plan.Systems) > 0 && !slices.Contains(plan.Systems, s.Key()) {
+			continue
+		}
 		syss = append(syss, s)
 	}
 	if plan.IncludeMemory {
-		syss = append(syss, leasekitSystem("memory", "memlease (smoke tests only)", 0))
+		mem := leasekitSystem("memory", "memlease (smoke tests only)", 0)
+		syss, avail = append(syss, mem), append(avail, mem)
 	}
-	if env.PGDSN != "" && hasStore(syss, "postgres-table", "postgres-advisory") {
+	extPlan := plan
+	if plan.IncludeMemory && len(plan.Systems) > 0 {
+		extPlan.Systems = append(slices.Clone(plan.Systems), "leasekit/memory")
+	}
+	rwSyss := selectExt(readHeavySystems(avail), extPlan)
+	allSyss := selectExt(acquireAllSystems(avail), extPlan)
+	if env.PGDSN != "" && (hasStore(syss, "postgres-table", "postgres-advisory") ||
+		hasExtStore(rwSyss, "postgres-table", "postgres-advisory") || hasExtStore(allSyss, "postgres-table", "postgres-advisory")) {
 		if err := migratePG(ctx, env.PGDSN, env.PGTable()); err != nil {
 			notes = append(notes, "PostgreSQL migrate failed: "+err.Error())
 		}
@@ -216,6 +225,20 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 		rounds := max(int(plan.ContDur/(4*time.Second)), 1)
 		logf("contention: %d systems interleaved, %d rounds, %v each", len(cs), rounds, plan.ContDur)
 		for _, r := range runContentions(ctx, env, cs, "contention", plan.Workers, plan.Hold, plan.ContDur, rounds) {
+			add(r)
+		}
+	}
+	if has("read-heavy") {
+		rounds := max(int(plan.ContDur/(4*time.Second)), 1)
+		logf("read-heavy: %d systems interleaved, %d readers + %d writers, %d rounds, %v each", len(rwSyss), rwReaders, rwWriters, rounds, plan.ContDur)
+		for _, r := range runExt(ctx, env, rwSyss, "read-heavy", rwReaders+rwWriters, plan.Hold, plan.ContDur, rounds) {
+			add(r)
+		}
+	}
+	if has("acquire-all") {
+		rounds := max(int(plan.ContDur/(4*time.Second)), 1)
+		logf("acquire-all: %d systems interleaved, %d clients, %d of %d keys, %d rounds, %v each", len(allSyss), plan.Workers, allPick, allKeys, rounds, plan.ContDur)
+		for _, r := range runExt(ctx, env, allSyss, "acquire-all", plan.Workers, plan.Hold, plan.ContDur, rounds) {
 			add(r)
 		}
 	}
@@ -265,6 +288,15 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 		}
 	}
 	return results, notes
+}
+
+func hasExtStore(ss []extSystem, stores ...string) bool {
+	for _, s := range ss {
+		if slices.Contains(stores, s.Store) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasStore(ss []System, stores ...string) bool {
@@ -319,6 +351,9 @@ func brief(r Result) string {
 		return "SKIPPED: " + r.Skipped
 	}
 	var b strings.Builder
+	if r.Role != "" {
+		b.WriteString(r.Role + ": ")
+	}
 	if r.OpsPerS > 0 {
 		fmt.Fprintf(&b, "%.0f/s ", r.OpsPerS)
 	}
@@ -345,6 +380,11 @@ func brief(r Result) string {
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(&b, "errors %d ", r.Errors)
+	}
+	for _, c := range []string{"timeouts", "overlaps", "max_readers_together"} {
+		if v, ok := r.Counters[c]; ok {
+			fmt.Fprintf(&b, "%s %v ", c, v)
+		}
 	}
 	return b.String()
 }

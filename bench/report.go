@@ -493,6 +493,8 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 				fp(r.WaitMaxMs), fp(r.HandoffOtherP50Ms), fp(r.HandoffOtherP99Ms), fp(r.RetakePct), fi(r.PerWorkerMin), fi(r.PerWorkerMax))
 		}
 	}
+	readHeavySection(w, rs, x, m)
+	acquireAllSection(w, rs, x, m)
 	peersVsIssue(w, x, m)
 	w("\n%s", reportNotes)
 	return os.WriteFile(filepath.Join(dir, "BENCHMARKS.md"), []byte(b.String()), 0o644)

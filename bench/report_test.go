@@ -96,3 +96,25 @@ func TestPeersVsIssueRangesAndSettings(t *testing.T) {
 		t.Errorf("a durable run is not said to be one:\n%s", out.String())
 	}
 }
+
+func TestReadHeavySectionComparesWithBaseline(t *testing.T) {
+	rec := func(sys, store, role string, ops float64) Result {
+		return Result{Scenario: "read-heavy", System: sys, Store: store, Role: role, OpsPerS: ops, WaitP50Ms: f64(1), WaitP99Ms: f64(2), WaitMaxMs: f64(3),
+			Counters: map[string]any{"max_readers_together": 16, "overlaps": 0, "timeouts": 0}}
+	}
+	rs := []Result{
+		rec("leasekit", "redis", "reader", 2000), rec("leasekit", "redis", "writer", 100),
+		rec("leasekit-exclusive", "redis", "reader", 400), rec("leasekit-exclusive", "redis", "writer", 50),
+		rec("leasekit", "etcd", "reader", 300), rec("leasekit", "etcd", "writer", 30),
+		rec("etcd-rwmutex", "etcd", "reader", 100), rec("etcd-rwmutex", "etcd", "writer", 15),
+		{Scenario: "read-heavy", System: "leasekit", Store: "zookeeper", Skipped: errNoShared.Error()},
+	}
+	var out strings.Builder
+	readHeavySection(func(format string, a ...any) { fmt.Fprintf(&out, format, a...) }, rs, index(rs), Meta{Plan: quickPlan()})
+	got := out.String()
+	for _, want := range []string{"| leasekit | redis | 2000 |", "5.00× (vs leasekit-exclusive) | 2.00× |", "3.00× (vs etcd-rwmutex) | 2.00× |", "leasekit/zookeeper: store has no shared leases"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}

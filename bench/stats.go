@@ -16,7 +16,10 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	System   string `json:"system"`
 	Store    string `json:"store"`
-	Clients  int    `json:"clients"`
+	// Role is "reader" or "writer" in the read-heavy scenario (one record
+	// each), else empty; Clients then counts that role's workers.
+	Role    string `json:"role,omitempty"`
+	Clients int    `json:"clients"`
 
 	OpsPerS float64  `json:"ops_per_s,omitempty"`
 	P50Ms   *float64 `json:"p50_ms,omitempty"`

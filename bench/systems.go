@@ -383,12 +383,21 @@ type redislockLocker struct {
 }
 
 func (r *redislockLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+	l, err := r.obtain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
+
+// obtain waits for the key with a fresh strategy per Obtain.
+func (r *redislockLocker) obtain(ctx context.Context) (*redislock.Lock, error) {
 	for {
 		// A fresh strategy per Obtain: the backoff strategies keep state.
 		// Without a ctx deadline Obtain gives up after the TTL; loop then.
 		l, err := r.c.Obtain(ctx, "bench:redislock:"+r.key, r.ttl, &redislock.Options{RetryStrategy: r.strategy()})
 		if err == nil {
-			return l.Release, nil
+			return l, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

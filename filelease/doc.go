@@ -12,7 +12,7 @@
 //   - At most one holder per key among the processes sharing the directory:
 //     each operation locks the key's file (flock), reads and checks its
 //     record, writes the new record in place and closes the file.
-//   - A new holder's fence is the file's fence + 1, on disk (fdatasync) before
+//   - A new writer's fence is the file's fence + 1, on disk (fdatasync) before
 //     Acquire returns it. Files are never deleted (Release keeps the fence), so
 //     fences increase strictly across processes, crashes and reboots.
 //   - Expiry is judged by CLOCK_MONOTONIC, which wall-clock changes never move
@@ -22,9 +22,13 @@
 //     locks die with their process.
 //   - FIFO: a key's queue of waiters lives in its file, under the same lock
 //     and checksum; at most [MaxWaiters] live waiters ([WithMaxWaiters]).
+//   - Shared holds (Caps.Shared): a key's readers live in its file too, each
+//     with its token, holder and expiry. A reader joining live readers gets
+//     their fence; the first reader of an epoch, like every writer, the
+//     file's fence + 1.
 //   - [Store.Subscribe] announces releases: Release touches the file, inotify
 //     wakes subscribers in every process, and Announcement.Next is the head
-//     of the key's queue as the file says.
+//     of the key's queue as the file says, if it waits to write.
 //
 // Key K lives in Dir/esc(K)+".lease", where esc percent-escapes every byte
 // outside [A-Za-z0-9._-] and a leading '.' (names over 255 bytes end in '~'
@@ -43,12 +47,16 @@
 // Strings are Go-quoted, expires is in CLOCK_MONOTONIC nanoseconds of that
 // boot, and bytes after the crc32c line are ignored. While waiters are queued
 // the record is v2: after expires come queue-boot "…", waiters N and N lines
-// waiter "TOKEN" EXPIRES in arrival order. A file that does not parse, fails
-// its checksum or records another key makes every operation on the key fail
-// with [ErrCorrupt]: it is never free. To recover, stop using the key and
-// delete the file (its fence restarts at 1). A token or holder that is
-// over-long or does not parse is no corruption: that lease lapses at its
-// expiry.
+// waiter "TOKEN" EXPIRES in arrival order. While readers hold the key or a
+// waiter waits to read, it is v3: v2 with " shared" ending a reader's waiter
+// line, then readers M and M lines reader "TOKEN" EXPIRES "HOLDER" (the
+// writer's token and holder empty, the readers' expiries under boot). v1 and
+// v2 are still written when they suffice, and all three are read. A file
+// that does not parse, fails its checksum or records another key makes every
+// operation on the key fail with [ErrCorrupt]: it is never free. To recover,
+// stop using the key and delete the file (its fence restarts at 1). A token
+// or holder that is over-long or does not parse is no corruption: that lease
+// lapses at its expiry.
 //
 // [New] refuses with [ErrUnsafeDir] a directory another user could take over:
 // a symbolic link, one owned by another user (root aside), or one its group

@@ -103,9 +103,13 @@ func open(path string, mode openMode) (*leaseFile, error) {
 
 // write replaces the record in place (the file keeps its identity, so its
 // lock stays valid) and cuts the file to its length. A torn write fails the
-// checksum: corrupt, never free. With sync the data is on disk on return.
+// checksum: corrupt, never free. With sync the data is on disk on return. A
+// record too long to be read back (thousands of readers) is not written.
 func (lf *leaseFile) write(rec record, sync bool) error {
 	data := rec.encode()
+	if len(data) > maxFile {
+		return fmt.Errorf("a record of %d bytes, over %d: too many readers", len(data), maxFile)
+	}
 	if _, err := lf.f.WriteAt(data, 0); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/filelease"
 )
 
@@ -26,7 +27,7 @@ const fuzzKey = "fuzz/key"
 
 func FuzzLeaseFile(f *testing.F) {
 	// Seeds (besides testdata): a v2 file the store wrote, a key held and a
-	// waiter queued, whole and with its checksum to be recomputed.
+	// waiter queued, whole and with its checksum to be recomputed; a v3 one.
 	s := newStore(f, "")
 	mustAcquire(f, s, req(fuzzKey, "seed", time.Hour))
 	w := req(fuzzKey, "waiter", time.Hour)
@@ -39,6 +40,17 @@ func FuzzLeaseFile(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b, false)
+	f.Add(b[:bytes.LastIndex(b, []byte("crc32c "))], true)
+	// A v3 file: a reader holds, a writer and a reader wait.
+	const shared = "fuzz/shared"
+	for i, r := range []driver.Request{req(shared, "reader", time.Hour), req(shared, "writer", time.Hour), req(shared, "reader-2", time.Hour)} {
+		r.Shared, r.Queue = i != 1, true
+		_, _ = s.Acquire(testCtx(f, time.Minute), r)
+	}
+	if b, err = os.ReadFile(s.File(shared)); err != nil {
+		f.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(strconv.Quote(shared)), []byte(strconv.Quote(fuzzKey)), 1)
 	f.Add(b[:bytes.LastIndex(b, []byte("crc32c "))], true)
 	fenceLine := regexp.MustCompile(`^[^\n]*\n[^\n]*\nfence ([0-9]+)\n`) // the third line
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,61 +32,81 @@ const unreadable = "(unreadable)"
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // record is the content of a lease file. A free key has an empty Token and
-// keeps its last Fence.
+// no Readers, and keeps its last Fence. Readers hold it shared, under Boot's
+// clock, with Token empty and the Fence of their read epoch.
 type record struct {
 	Key, Token, Holder string
 	Fence              uint64
-	Boot               string // boot id of the clock of Expires
+	Boot               string // boot id of the clock of Expires and the readers'
 	Expires            int64  // CLOCK_MONOTONIC nanoseconds
+	Readers            []reader
 	QueueBoot          string // boot id of the clock of the waiters' expiries
 	Queue              []fifo.Waiter
 }
 
-// held reports whether r is a live lease at monotonic time now of boot.
+// reader is one shared holder of a key.
+type reader struct {
+	Token, Holder string
+	Expires       int64
+}
+
+// held reports whether r's writer holds a live lease at monotonic time now
+// of boot.
 func (r record) held(now int64, boot string) bool {
 	return r.Token != "" && r.Boot == boot && now < r.Expires
 }
 
-// liveQueue returns r's unexpired waiters, in a new slice; under another
-// boot every entry has expired.
-func (r record) liveQueue(now int64, boot string) []fifo.Waiter {
-	if r.QueueBoot != boot {
-		return nil
+// live returns r without its expired readers and waiters (all of them under
+// another boot), in new slices, its queue recorded under boot.
+func (r record) live(now int64, boot string) record {
+	if r.Boot != boot {
+		r.Readers = nil
 	}
-	return fifo.Live(r.Queue, now)
-}
-
-// withQueue returns r with queue q, recorded under boot.
-func (r record) withQueue(q []fifo.Waiter, boot string) record {
-	r.Queue, r.QueueBoot = q, boot
+	if r.QueueBoot != boot {
+		r.Queue = nil
+	}
+	r.Readers = slices.DeleteFunc(slices.Clone(r.Readers), func(rd reader) bool { return now >= rd.Expires })
+	r.Queue, r.QueueBoot = fifo.Live(r.Queue, now), boot
 	return r
 }
 
-// next is the token the key goes to next: its holder, else the queue's head.
+// next is the token the key goes to next: its writer, else the queue's head
+// if it is exclusive, else "" (shared waiters all look).
 func (r record) next(now int64, boot string) string {
 	if r.held(now, boot) {
 		return r.Token
 	}
-	if q := r.liveQueue(now, boot); len(q) > 0 {
-		return q[0].Token
-	}
-	return ""
+	return fifo.Next(r.live(now, boot).Queue)
 }
 
-// encode writes v1 without waiters, the format before the queue, so that
-// older processes keep working on keys nobody queues for.
+// encode writes v1 without waiters, the format before the queue, and v2
+// without readers or shared waiters, the format before shared holds, so that
+// older processes keep working on keys nobody queues for or shares.
 func (r record) encode() []byte {
 	var b bytes.Buffer
 	magic := "v1"
-	if len(r.Queue) > 0 {
+	switch {
+	case len(r.Readers) > 0 || slices.ContainsFunc(r.Queue, func(w fifo.Waiter) bool { return w.Shared }):
+		magic = "v3"
+	case len(r.Queue) > 0:
 		magic = "v2"
 	}
 	fmt.Fprintf(&b, "leasekit-file-lease %s\nkey %q\nfence %d\ntoken %q\nholder %q\nboot %q\nexpires %d\n",
 		magic, r.Key, r.Fence, r.Token, r.Holder, r.Boot, r.Expires)
-	if len(r.Queue) > 0 {
+	if magic != "v1" {
 		fmt.Fprintf(&b, "queue-boot %q\nwaiters %d\n", r.QueueBoot, len(r.Queue))
 		for _, w := range r.Queue {
-			fmt.Fprintf(&b, "waiter %q %d\n", w.Token, w.Expires)
+			fmt.Fprintf(&b, "waiter %q %d", w.Token, w.Expires)
+			if w.Shared {
+				b.WriteString(" shared")
+			}
+			b.WriteByte('\n')
+		}
+	}
+	if magic == "v3" {
+		fmt.Fprintf(&b, "readers %d\n", len(r.Readers))
+		for _, rd := range r.Readers {
+			fmt.Fprintf(&b, "reader %q %d %q\n", rd.Token, rd.Expires, rd.Holder)
 		}
 	}
 	fmt.Fprintf(&b, "crc32c %08x\n", crc32.Checksum(b.Bytes(), castagnoli))
@@ -116,41 +137,79 @@ func parse(data []byte) (record, error) {
 		}
 	}
 	var magic string
-	var n int
+	var n, m int
 	scan(0, "leasekit-file-lease %s", &magic)
 	scan(1, "key %q", &r.Key)
 	scan(2, "fence %d", &r.Fence)
 	r.Token, r.Holder = loose(line(3), "token", 128), loose(line(4), "holder", lease.MaxHolderLen)
 	scan(5, "boot %q", &r.Boot)
 	scan(6, "expires %d", &r.Expires)
-	if magic == "v2" {
+	if magic == "v2" || magic == "v3" {
 		scan(7, "queue-boot %q", &r.QueueBoot)
 		scan(8, "waiters %d", &n)
 		r.Queue = make([]fifo.Waiter, max(0, min(n, len(lines))))
 		for i := range r.Queue { // not by scan, which is slow: a queue has up to MaxWaiters lines
-			v, _ := strings.CutPrefix(line(9+i), "waiter ")
-			q, e := strconv.QuotedPrefix(v)
-			if e == nil {
-				r.Queue[i].Token, _ = strconv.Unquote(q)
-				r.Queue[i].Expires, e = strconv.ParseInt(strings.TrimPrefix(v[len(q):], " "), 10, 64)
-			}
-			if e != nil && err == nil {
+			w := &r.Queue[i]
+			var rest string
+			w.Token, w.Expires, rest, err = entry(line(9+i), "waiter", err)
+			w.Shared = rest == "shared" && magic == "v3"
+			if rest != "" && !w.Shared && err == nil {
 				err = corrupt("line %.40q, want a waiter", line(9+i))
 			}
 		}
 		n += 2
 	}
-	if err == nil && (len(lines) != 7+n || magic != "v1" && magic != "v2") {
+	if magic == "v3" {
+		scan(7+n, "readers %d", &m)
+		r.Readers = make([]reader, max(0, min(m, len(lines))))
+		for i := range r.Readers {
+			rd := &r.Readers[i]
+			var holder string
+			rd.Token, rd.Expires, holder, err = entry(line(8+n+i), "reader", err)
+			rd.Holder = unquote(holder, lease.MaxHolderLen)
+			if len(rd.Token) > 128 {
+				rd.Token = unreadable
+			}
+		}
+		m++
+	}
+	if err == nil && (len(lines) != 7+n+m || magic != "v1" && magic != "v2" && magic != "v3") {
 		err = corrupt("%d lines, format %.40q", len(lines), magic)
 	}
 	return r, err
+}
+
+// entry reads a waiter's or reader's line, prefix "TOKEN" EXPIRES[ REST],
+// unless err is set already: a line that does not parse sets it.
+func entry(line, prefix string, err error) (token string, expires int64, rest string, _ error) {
+	v, ok := strings.CutPrefix(line, prefix+" ")
+	q, e := strconv.QuotedPrefix(v)
+	if ok && e == nil {
+		token, _ = strconv.Unquote(q)
+		var num string
+		num, rest, _ = strings.Cut(strings.TrimPrefix(v[len(q):], " "), " ")
+		expires, e = strconv.ParseInt(num, 10, 64)
+	}
+	if (!ok || e != nil) && err == nil {
+		err = corrupt("line %.40q, want a %s", line, prefix)
+	}
+	return token, expires, rest, err
 }
 
 // loose reads a token or holder line, which may be over-long or unquoted
 // without making the record corrupt: it then reads as unreadable.
 func loose(line, name string, max int) string {
 	v, ok := strings.CutPrefix(line, name+" ")
-	if s, err := strconv.Unquote(v); ok && err == nil && len(s) <= max {
+	if !ok {
+		return unreadable
+	}
+	return unquote(v, max)
+}
+
+// unquote returns the Go-quoted string v, or unreadable if v does not parse
+// or is longer than max.
+func unquote(v string, max int) string {
+	if s, err := strconv.Unquote(v); err == nil && len(s) <= max {
 		return s
 	}
 	return unreadable

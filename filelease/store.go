@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,10 +111,10 @@ func (s *Store) Dir() string { return s.dir }
 // inside Dir.
 func (s *Store) File(key string) string { return filepath.Join(s.dir, fileName(key)) }
 
-// Caps reports a FIFO store with keys of at most MaxKeyLen bytes and TTLs of
-// at least MinTTL.
+// Caps reports a FIFO store of shared holds with keys of at most MaxKeyLen
+// bytes and TTLs of at least MinTTL.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: MinTTL, MaxTTL: maxTTL, MaxKeyLen: MaxKeyLen, FIFO: true, MaxWaiters: s.maxWaiters}
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: maxTTL, MaxKeyLen: MaxKeyLen, FIFO: true, MaxWaiters: s.maxWaiters, Shared: true}
 }
 
 // Close does nothing: a Store holds no resources between operations, and
@@ -137,9 +138,11 @@ func (s *Store) do(ctx context.Context, name, key string, mode openMode, op func
 	return err
 }
 
-// Acquire takes r.Key for r.Token if the key is free or expired and no live
-// waiter is queued ahead of r.Token, with the file's fence + 1; if r.Token
-// holds it already, it refreshes the TTL and keeps the fence.
+// Acquire takes r.Key for r.Token if no live holder or waiter is in the way
+// (see package driver): an exclusive grant gets the file's fence + 1, a
+// shared one the fence of the readers it joins, or the file's fence + 1 if
+// none is live. If r.Token holds it already, it refreshes the TTL and keeps
+// the fence.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	var g driver.Grant
 	err := s.do(ctx, "acquire", r.Key, modeCreate, func(lf *leaseFile, now int64) (err error) {
@@ -150,47 +153,65 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 }
 
 func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, error) {
-	rec := lf.rec
-	q := rec.liveQueue(now, s.boot)
+	rec := lf.rec.live(now, s.boot)
 	expires := now + int64(r.TTL)
-	held := rec.held(now, s.boot)
-	if held && rec.Token == r.Token {
+	held, i := rec.held(now, s.boot), readerIndex(rec.Readers, r.Token)
+	switch {
+	case held && rec.Token == r.Token: // a retried Acquire, of either kind
 		rec.Holder, rec.Expires = r.Holder, expires
-		return rec.Fence, lf.write(rec.withQueue(q, s.boot), false)
+		return rec.Fence, lf.write(rec, false)
+	case i < len(rec.Readers): // whoever waits
+		rec.Readers[i].Holder, rec.Readers[i].Expires = r.Holder, expires
+		return rec.Fence, lf.write(rec, false)
 	}
-	if ahead := fifo.Ahead(q, r.Token); held || ahead > 0 {
+	ahead := fifo.Ahead(rec.Queue, r.Token)
+	if held || r.Shared && fifo.WritersAhead(rec.Queue, r.Token) > 0 || !r.Shared && (len(rec.Readers) > 0 || ahead > 0) {
 		var err error
 		if r.Queue {
-			q, err = fifo.Enqueue(q, r.Key, fifo.Waiter{Token: r.Token, Expires: expires}, s.maxWaiters)
+			rec.Queue, err = fifo.Enqueue(rec.Queue, r.Key, fifo.Waiter{Token: r.Token, Expires: expires, Shared: r.Shared}, s.maxWaiters)
 		}
 		if err == nil {
-			err = lf.write(rec.withQueue(q, s.boot), false) // also drops expired waiters
+			err = lf.write(rec, false) // also drops expired waiters and readers
 		}
 		if err != nil {
 			return 0, err
 		}
 		refused := &lease.HeldError{Key: r.Key, Queued: ahead}
-		if held {
-			refused.Holder, refused.Fence, refused.Remaining = rec.Holder, rec.Fence, time.Duration(rec.Expires-now)
+		if info := rec.info(r.Key, now, s.boot); info.Held {
+			refused.Holder, refused.Fence, refused.Remaining = info.Holder, info.Fence, info.Remaining
 		}
 		return 0, refused
 	}
-	if rec.Fence == math.MaxUint64 {
-		return 0, fmt.Errorf("fence exhausted at %d", rec.Fence)
+	fence := rec.Fence
+	if !r.Shared || len(rec.Readers) == 0 { // a new epoch
+		if fence == math.MaxUint64 {
+			return 0, fmt.Errorf("fence exhausted at %d", fence)
+		}
+		fence++
 	}
-	q, _ = fifo.Dequeue(q, r.Token)
-	rec = record{Key: r.Key, Fence: rec.Fence + 1, Token: r.Token, Holder: r.Holder, Boot: s.boot, Expires: expires}
-	return rec.Fence, lf.write(rec.withQueue(q, s.boot), true)
+	q, _ := fifo.Dequeue(rec.Queue, r.Token)
+	grant := record{Key: r.Key, Fence: fence, Boot: s.boot, QueueBoot: s.boot, Queue: q}
+	if r.Shared {
+		grant.Readers = append(rec.Readers, reader{Token: r.Token, Holder: r.Holder, Expires: expires})
+	} else {
+		grant.Token, grant.Holder, grant.Expires = r.Token, r.Holder, expires
+	}
+	return fence, lf.write(grant, fence != rec.Fence)
 }
 
-// Renew extends r.Key to r.TTL from now if r.Token still holds it.
+// Renew extends r.Key to r.TTL from now if r.Token still holds it, as its
+// writer or one of its readers.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return s.do(ctx, "renew", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
-		rec := lf.rec
-		if !rec.held(now, s.boot) || rec.Token != r.Token {
+		rec := lf.rec.live(now, s.boot)
+		switch i := readerIndex(rec.Readers, r.Token); {
+		case i < len(rec.Readers):
+			rec.Readers[i].Expires = now + int64(r.TTL)
+		case !rec.held(now, s.boot) || rec.Token != r.Token:
 			return lease.ErrNotHeld
+		default:
+			rec.Expires = now + int64(r.TTL)
 		}
-		rec.Expires = now + int64(r.TTL)
 		return lf.write(rec, false)
 	})
 }
@@ -206,23 +227,28 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	return errs
 }
 
-// Release frees r.Key if r.Token holds it, keeping its fence, and takes
-// r.Token out of the key's queue. It announces the key (touches the file)
-// when it frees it, or when it dequeues a waiter of a free key: the next
-// waiter may now be first.
+// Release frees r.Key if r.Token holds it, as its writer or one of its
+// readers, keeping its fence, and takes r.Token out of the key's queue. It announces the key
+// (touches the file) when it frees it, or when it dequeues a waiter of a key
+// no writer holds: the next waiters may now be first, or join the readers.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	return s.do(ctx, "release", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
-		rec := lf.rec
-		q, dequeued := fifo.Dequeue(rec.liveQueue(now, s.boot), r.Token)
-		mine := rec.held(now, s.boot) && rec.Token == r.Token
-		if mine {
-			rec = record{Key: rec.Key, Fence: rec.Fence}
+		rec := lf.rec.live(now, s.boot)
+		var dequeued bool
+		rec.Queue, dequeued = fifo.Dequeue(rec.Queue, r.Token)
+		i := readerIndex(rec.Readers, r.Token)
+		mine := i < len(rec.Readers) || rec.held(now, s.boot) && rec.Token == r.Token
+		switch {
+		case i < len(rec.Readers):
+			rec.Readers = slices.Delete(rec.Readers, i, i+1)
+		case mine:
+			rec = record{Key: rec.Key, Fence: rec.Fence, QueueBoot: s.boot, Queue: rec.Queue}
 		}
-		if err := lf.write(rec.withQueue(q, s.boot), false); err != nil {
+		if err := lf.write(rec, false); err != nil {
 			return err
 		}
-		if mine || dequeued && !rec.held(now, s.boot) {
-			_ = lf.touch() // the key is free already; a lost announcement only delays waiters
+		if !rec.held(now, s.boot) && (mine && len(rec.Readers) == 0 || dequeued) {
+			_ = lf.touch() // the record is written: a lost announcement only delays waiters
 		}
 		if !mine {
 			return lease.ErrNotHeld
@@ -236,12 +262,29 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 func (s *Store) Inspect(ctx context.Context, key string) (info driver.Info, err error) {
 	info.Key = key
 	err = s.do(ctx, "inspect", key, modeRead, func(lf *leaseFile, now int64) error {
-		if rec := lf.rec; !rec.held(now, s.boot) {
-			info.Fence = rec.Fence
-		} else {
-			info = driver.Info{Key: key, Held: true, Holder: rec.Holder, Fence: rec.Fence, Remaining: time.Duration(rec.Expires - now)}
-		}
+		info = lf.rec.info(key, now, s.boot)
 		return nil
 	})
 	return info, err
+}
+
+// info describes r's live holder at now of boot: its writer, or the reader
+// that expires last. A free key's keeps the last fence.
+func (r record) info(key string, now int64, boot string) driver.Info {
+	info := driver.Info{Key: key, Fence: r.Fence}
+	if rs := r.live(now, boot).Readers; len(rs) > 0 {
+		last := slices.MaxFunc(rs, func(a, b reader) int { return cmp.Compare(a.Expires, b.Expires) })
+		info.Held, info.Shared, info.Readers, info.Holder, info.Remaining = true, true, len(rs), last.Holder, time.Duration(last.Expires-now)
+	} else if r.held(now, boot) {
+		info.Held, info.Holder, info.Remaining = true, r.Holder, time.Duration(r.Expires-now)
+	}
+	return info
+}
+
+// readerIndex returns the index of token's entry in rs, or len(rs).
+func readerIndex(rs []reader, token string) int {
+	if i := slices.IndexFunc(rs, func(rd reader) bool { return rd.Token == token }); i >= 0 {
+		return i
+	}
+	return len(rs)
 }
