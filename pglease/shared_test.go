@@ -312,3 +312,44 @@ func TestSharedRenewOrder(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSharedEitherKind: a holder's retried Acquire, Renew and Release work
+// whatever its request's Shared says, as memlease's do; the retry keeps the
+// fence and the kind of the hold.
+func TestSharedEitherKind(t *testing.T) {
+	const ttl = 30 * time.Second
+	ctx := testCtx(t, 30*time.Second)
+	s := newStore(t, sharedPool(t), pglease.ModeTable)
+	r, w := asReader(req("r", "reader", ttl)), req("w", "writer", ttl)
+	fences := map[string]uint64{}
+	for _, q := range []driver.Request{r, w} {
+		g, err := s.Acquire(ctx, q)
+		if err != nil {
+			t.Fatalf("Acquire for %s: %v", q.Holder, err)
+		}
+		fences[q.Key] = g.Fence
+	}
+	flip := func(q driver.Request) driver.Request { q.Shared = !q.Shared; return q }
+	for _, q := range []driver.Request{flip(r), flip(w)} {
+		if g, err := s.Acquire(ctx, q); err != nil || g.Fence != fences[q.Key] {
+			t.Fatalf("retried Acquire of the other kind for %s: fence %d, %v; want %d", q.Holder, g.Fence, err, fences[q.Key])
+		}
+	}
+	if info, err := s.Inspect(ctx, "r"); err != nil || !info.Shared || info.Readers != 1 {
+		t.Fatalf("Inspect of the reader's key = %+v, %v; want one reader", info, err)
+	}
+	if info, err := s.Inspect(ctx, "w"); err != nil || info.Shared || info.Holder != "writer" {
+		t.Fatalf("Inspect of the writer's key = %+v, %v; want the writer", info, err)
+	}
+	if errs := s.RenewMany(ctx, []driver.Request{flip(r), flip(w)}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("RenewMany of the other kind = %v", errs)
+	}
+	for _, q := range []driver.Request{flip(r), flip(w)} {
+		if err := s.Release(ctx, q); err != nil {
+			t.Fatalf("Release of the other kind for %s: %v", q.Holder, err)
+		}
+		if info, err := s.Inspect(ctx, q.Key); err != nil || info.Held {
+			t.Fatalf("Inspect after %s's release = %+v, %v; want free", q.Holder, info, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 // concurrent use and does not own the pool.
 type TableStore struct {
 	base
-	acquireSQL, sharedSQL, renewSQL, renewMixedSQL, releaseSQL, leaveSQL, infoSQL string
+	acquireSQL, sharedSQL, renewSQL, releaseSQL, infoSQL string
 }
 
 // rowLive is true when the key's row c names a live holder: a writer's
@@ -42,21 +42,31 @@ func readersSet(from string) string {
 	FROM ` + from + `)`
 }
 
-// acquireTail ends both acquire statements: the queue (GRANTED if acq
-// returned the fence) and the row of the outcome.
+// acquireTail ends both acquire statements: the queue (granted if acq or
+// re, a holder's retry of the other kind, returned the fence) and the row
+// of the outcome.
 const acquireTail = `,
 QUEUE
 SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
 	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
-FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+FROM ah LEFT JOIN (SELECT fence FROM acq UNION ALL SELECT fence FROM re) a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+
+// granted is the queue's GRANTED in both acquire statements.
+const granted = `(EXISTS (SELECT 1 FROM acq) OR EXISTS (SELECT 1 FROM re))`
 
 // tableAcquire takes the row when it is ours and live, or free or expired
 // with no live waiter ahead of us (ah); the fence grows unless it was ours.
 // The upsert is not even tried (so it takes no row lock, and a refused
 // attempt never waits for the holder's release) when the snapshot shows
 // the key held by another live token (or readers), or reserved for waiters
-// ahead.
-const tableAcquire = `WITH ` + liveQueue + `,
+// ahead. A live reader $3 is refreshed instead (re).
+var tableAcquire = `WITH ` + liveQueue + `,
+re AS (
+	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN k = $3 THEN jsonb_build_array(`+nowMicros+` + $5::float8::int8, $4::text) ELSE v END
+		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
+	RETURNING l.fence
+),
 acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at)
 	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond'
@@ -72,8 +82,14 @@ acq AS (
 
 // sharedAcquire adds $3 to the row's live readers unless a live writer
 // holds it or (ax) a live exclusive waiter is queued ahead of $3; a reader
-// already there is refreshed. The fence grows unless live readers held.
+// already there is refreshed, and so is a live writer $3 (re). The fence
+// grows unless live readers held.
 var sharedAcquire = `WITH ` + liveQueue + `,
+re AS (
+	UPDATE T AS l SET holder = $4, expires_at = clock_timestamp() + $5::float8 * interval '1 microsecond'
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = $3 AND l.expires_at > clock_timestamp()
+	RETURNING l.fence
+),
 ax AS (SELECT count(*) AS n FROM q WHERE NOT shared AND seq < COALESCE((SELECT seq FROM q WHERE token = $3), 9223372036854775807)),
 acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at, readers)
@@ -90,21 +106,21 @@ acq AS (
 	RETURNING l.fence
 )` + acquireTail
 
-// tableRenew renews the writers ($5 false) and readers ($5 true) of
-// renewSQL's arguments: the readers of a key together, by one update of
-// its row that also drops its expired readers, the readers' rows locked in
-// key order first (lk), as other clients renewing readers of the same keys
-// do, against deadlocks (a writer's row is renewed by its holder alone). Writers alone take renewSQL, a third faster at
-// 10,000 leases.
+// tableRenew renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns
+// $1, writers' and readers' alike, as renewSQL does: a key's readers
+// together, by one update of its row that also drops its expired readers,
+// the readers' rows locked in key order first (lk), as other clients
+// renewing readers of the same keys do, against deadlocks (a writer's row
+// is renewed by its holder alone).
 var tableRenew = `WITH r AS (
-	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[], $5::bool[]) WITH ORDINALITY AS r(key, token, ttl, shared, i)
+	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
 ),
 u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM r WHERE NOT r.shared AND l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()
+	FROM r WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()
 	RETURNING r.i, l.fence
 ),
-g AS (SELECT key, jsonb_object_agg(token, ttl::int8) AS ttls, array_agg(i) AS ids, array_agg(token) AS tokens FROM r WHERE shared GROUP BY key),
+g AS (SELECT key, jsonb_object_agg(token, ttl::int8) AS ttls, array_agg(i) AS ids, array_agg(token) AS tokens FROM r GROUP BY key),
 lk AS MATERIALIZED (SELECT c.key FROM T c WHERE c.ns = $1 AND c.key IN (SELECT key FROM g) AND c.token = '' ORDER BY c.key FOR UPDATE),
 s AS (
 	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN g.ttls ? k THEN jsonb_build_array(`+nowMicros+` + (g.ttls->>k)::int8, v->1) ELSE v END
@@ -115,21 +131,34 @@ s AS (
 v AS (SELECT i, fence FROM u UNION ALL SELECT unnest(ids), fence FROM s)
 SELECT ARRAY(SELECT i FROM v ORDER BY i), ARRAY(SELECT fence FROM v ORDER BY i), pg_backend_pid(), ''::text`
 
-// sharedRelease takes reader $3 out of the row (which is free if it was
-// the last live reader) and out of the queue, and announces a freed key
-// as releaseSQL does.
-var sharedRelease = `WITH r AS (
+// tableRelease frees the row if $3 is its live writer, or takes reader $3
+// out of it (the last live reader frees it), and does the rest as
+// releaseSQL does: $3 leaves the queue, up to 8 expired entries of ns are
+// swept, and a freed key, or a waiter leaving a FREE key's queue, is
+// announced; it commits without waiting for the WAL.
+var tableRelease = `WITH w AS (
+	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND $3 <> '' AND c.expires_at > clock_timestamp()
+	RETURNING true AS freed
+),
+r AS (
 	UPDATE T AS l SET ` + readersSet(`(SELECT k, v FROM jsonb_each(l.readers) e(k, v) WHERE k <> $3 AND `+live("v")+`) x(k, v)`) + `
 	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
 	RETURNING l.token IS NULL AS freed
 ),
-d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM r) IS NOT NULL RETURNING 1),
+x AS (SELECT freed FROM w UNION ALL SELECT freed FROM r),
+d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM x) IS NOT NULL RETURNING 1),
+gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1
+		AND expires_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM x) IS NOT NULL LIMIT 8 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+),
 n AS (
 	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
 		AND token <> $3 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
-	WHERE (SELECT freed FROM r) OR (EXISTS (SELECT 1 FROM d) AND FREE)
+	WHERE EXISTS (SELECT 1 FROM x WHERE freed) OR (EXISTS (SELECT 1 FROM d) AND FREE)
 )
-SELECT EXISTS (SELECT 1 FROM r), (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
+SELECT EXISTS (SELECT 1 FROM x), (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
 
 func newTable(pool *pgxpool.Pool, c config) *TableStore {
 	b := newBase(pool, c, func(int) string { return rowLive })
@@ -140,15 +169,13 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 	// A waiter that leaves a key no writer holds announces it: readers
 	// queued behind it may join the readers.
 	noWriter := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> '' AND ` + rowLive + `)`
-	queue := fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive)
+	queue := fill(queueAfter, "GRANTED", granted, "FREE", notLive)
 	return &TableStore{
-		base:          b,
-		acquireSQL:    b.sql(fill(tableAcquire, "QUEUE", queue)),
-		sharedSQL:     b.sql(fill(sharedAcquire, "QUEUE", fill(queue, "SHARED", "true"))),
-		renewSQL:      b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
-		renewMixedSQL: b.sql(tableRenew),
-		releaseSQL:    b.release("c.expires_at > clock_timestamp()", noWriter),
-		leaveSQL:      b.sql(fill(sharedRelease, "FREE", noWriter)),
+		base:       b,
+		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", queue)),
+		sharedSQL:  b.sql(fill(sharedAcquire, "QUEUE", fill(queue, "SHARED", "true"))),
+		renewSQL:   b.sql(tableRenew),
+		releaseSQL: b.sql(fill(tableRelease, "FREE", noWriter)),
 		infoSQL: b.sql(`SELECT ` + rowLive + `, COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
 	(SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) FROM T c WHERE c.ns = $1 AND c.key = $2`),
 	}
@@ -180,19 +207,9 @@ func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
 	return s.RenewMany(ctx, []driver.Request{r})[0]
 }
 
-// RenewMany renews rs, shared or not, in one statement.
+// RenewMany renews rs, writers and readers, in one statement.
 func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
-	sql, shared := s.renewSQL, make([]bool, len(rs))
-	for i, r := range rs {
-		if shared[i] = r.Shared; r.Shared {
-			sql = s.renewMixedSQL
-		}
-	}
-	var extra []any
-	if sql == s.renewMixedSQL {
-		extra = []any{shared}
-	}
-	fences, _, err := s.renew(ctx, s.pool, sql, rs, extra...)
+	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
 	errs := make([]error, len(rs))
 	for i, r := range rs {
 		errs[i] = opErr("renew", r.Key, fences[i] != 0, err)
@@ -200,16 +217,12 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 	return errs
 }
 
-// Release frees r.Key if r.Token holds it (for a reader: if it was the
-// last live one), takes r.Token out of the key's queue and announces the
+// Release frees r.Key if r.Token holds it (as a reader: if it was the last
+// live one), takes r.Token out of the key's queue and announces the
 // release of a key it freed.
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
-	sql := s.releaseSQL
-	if r.Shared {
-		sql = s.leaveSQL
-	}
 	var released bool
-	err := s.pool.QueryRow(ctx, sql, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
+	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
 	return opErr("release", r.Key, released, err)
 }
 
