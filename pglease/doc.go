@@ -20,7 +20,7 @@
 // and otherwise reports the holder in the same statement. RenewMany renews
 // every lease in one statement.
 //
-// Shared holds (TableStore only, Caps.Shared): a key's readers are kept in
+// Shared holds in a TableStore (Caps.Shared): a key's readers are kept in
 // its row, whose token is then empty, as the jsonb readers column {token:
 // [expiry in µs since the epoch, holder]}; expires_at is the last reader's
 // expiry. A reader joining live readers gets the row's fence, one finding
