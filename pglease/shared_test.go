@@ -104,7 +104,7 @@ func TestSharedRace(t *testing.T) {
 }
 
 // TestSharedFencedTx: a reader writes fenced while it reads, not after it
-// left; a lease of the empty token never passes for the readers.
+// left; the empty token never passes for the readers.
 func TestSharedFencedTx(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	s := newStore(t, sharedPool(t), pglease.ModeTable)
@@ -122,8 +122,16 @@ func TestSharedFencedTx(t *testing.T) {
 	if err := write(leaseRef{"k", "", g.Fence}); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("FencedTx of the empty token = %v, want ErrNotHeld", err)
 	}
-	if _, err := s.Acquire(ctx, driver.Request{Key: "k", TTL: time.Second}); !errors.Is(err, lease.ErrInvalid) {
+	empty := asReader(driver.Request{Key: "k", TTL: time.Hour})
+	if _, err := s.Acquire(ctx, empty); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("Acquire for the empty token = %v, want ErrInvalid", err)
+	}
+	empty.Shared = false
+	if err := s.Renew(ctx, empty); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Renew of the empty token = %v, want ErrNotHeld", err)
+	}
+	if err := s.Release(ctx, empty); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release of the empty token = %v, want ErrNotHeld", err)
 	}
 	if err := s.Release(ctx, r); err != nil {
 		t.Fatalf("Release: %v", err)

@@ -117,7 +117,7 @@ var tableRenew = `WITH r AS (
 ),
 u AS (
 	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
-	FROM r WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND l.expires_at > clock_timestamp()
+	FROM r WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND r.token <> '' AND l.expires_at > clock_timestamp()
 	RETURNING r.i, l.fence
 ),
 g AS (SELECT key, jsonb_object_agg(token, ttl::int8) AS ttls, array_agg(i) AS ids, array_agg(token) AS tokens FROM r GROUP BY key),
