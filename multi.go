@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Multi is a set of leases acquired together by [Client.AcquireAll], one
@@ -20,11 +21,16 @@ type Multi struct {
 }
 
 // AcquireAll acquires every key or none, waiting as Acquire does, with the
-// Client's lease settings. It never waits while it holds a key: it tries
-// the keys in order, and when one is held by another, it releases those it
-// holds, waits for that one (in its FIFO queue) and tries the others again,
-// so clients asking for overlapping sets in any order cannot deadlock.
-// Keys must be distinct; on an error, none is held.
+// Client's lease settings. It takes the keys in sorted order and waits for a
+// key while holding others only when they all sort before it, and then for
+// at most the renew interval in all: clients asking for overlapping sets in
+// any order cannot deadlock (a cycle of waiters would need one waiting for a
+// key that sorts before one it holds), and no key is held idle for long.
+// When that time is up, or a key sorting before one it holds is refused, it
+// releases what it holds, waits for that key (in its FIFO queue) holding
+// nothing, and goes on from there. A lease lost meanwhile is taken again:
+// the set it returns was held at once. Keys must be distinct; on an error,
+// none is held.
 func (c *Client) AcquireAll(ctx context.Context, keys ...string) (*Multi, error) {
 	return c.acquireAll(ctx, keys, true)
 }
@@ -49,15 +55,17 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Mul
 			delete(held, k)
 		}
 	}
+	var until time.Time // the end of waiting while holding; zero: not begun
 	for i := 0; i < len(sorted); i++ {
 		k := sorted[i]
 		if held[k] != nil {
 			continue
 		}
-		l, err := c.TryAcquire(ctx, k)
+		l, err := c.nextOfAll(ctx, k, held, wait, &until)
 		var he *HeldError
-		if errors.As(err, &he) && !he.Self && wait {
-			releaseAll() // wait for k holding nothing, then try every key again
+		if (errors.As(err, &he) && !he.Self || errors.Is(err, errHoldWait)) && wait && ctx.Err() == nil {
+			releaseAll() // wait for k holding nothing, then take the others again
+			until = time.Time{}
 			l, err = c.Acquire(ctx, k)
 			i = -1
 		}
@@ -66,6 +74,9 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Mul
 			return nil, fmt.Errorf("lease: acquire all of %q: %w", keys, err)
 		}
 		held[k] = l
+		if i == len(sorted)-1 && forgetLost(held) {
+			i = -1 // a lease lost while the others were taken: the set was never held at once
+		}
 	}
 	m := &Multi{}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
@@ -75,6 +86,64 @@ func (c *Client) acquireAll(ctx context.Context, keys []string, wait bool) (*Mul
 		m.stops = append(m.stops, context.AfterFunc(l.Context(), func() { m.cancel(context.Cause(l.Context())) }))
 	}
 	return m, nil
+}
+
+// forgetLost removes the lost leases from held and reports whether there
+// were any.
+func forgetLost(held map[string]*Lease) bool {
+	n := len(held)
+	for k, l := range held {
+		if l.Err() != nil {
+			delete(held, k)
+		}
+	}
+	return len(held) < n
+}
+
+// errHoldWait ends a wait of AcquireAll while it holds keys.
+var errHoldWait = errors.New("lease: waited long enough while holding other keys")
+
+// nextOfAll takes key k for AcquireAll while it holds held: if wait and
+// every held key sorts before k, waiting until until (set to the renew
+// interval from now by the first such wait), else with one try.
+func (c *Client) nextOfAll(ctx context.Context, k string, held map[string]*Lease, wait bool, until *time.Time) (*Lease, error) {
+	for h := range held {
+		wait = wait && h < k
+	}
+	switch {
+	case !wait:
+		return c.TryAcquire(ctx, k)
+	case len(held) == 0:
+		return c.Acquire(ctx, k)
+	case until.IsZero():
+		p, err := c.prepare(k, nil)
+		if err != nil {
+			return nil, err
+		}
+		*until = c.clock.Now().Add(p.renew)
+	}
+	left := until.Sub(c.clock.Now())
+	if left <= 0 {
+		return c.TryAcquire(ctx, k)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := c.clock.NewTimer(left)
+	defer t.Stop()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(errHoldWait)
+		case <-stop:
+		}
+	}()
+	l, err := c.Acquire(wctx, k)
+	if err != nil && context.Cause(wctx) == errHoldWait {
+		return nil, fmt.Errorf("acquire %q: %w", k, errHoldWait)
+	}
+	return l, err
 }
 
 // Leases returns the leases, in key order.

@@ -64,8 +64,9 @@ func TestAcquireAllOverlapping(t *testing.T) {
 	wg.Wait()
 }
 
-// TestAcquireAllNone: a key held elsewhere until ctx ends leaves none held;
-// bad key lists are refused.
+// TestAcquireAllNone: a key held elsewhere lets the keys before it go after
+// the renew interval, and until ctx ends leaves none held; bad key lists are
+// refused.
 func TestAcquireAllNone(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -81,10 +82,11 @@ func TestAcquireAllNone(t *testing.T) {
 		_, err := f.c.AcquireAll(wctx, "a", "b")
 		done <- err
 	}()
-	until(t, "AcquireAll waiting for b", func() bool { return f.clk.Timers() >= 3 }) // two heartbeats and its wait
-	if info, _ := f.c.Inspect(ctx, "a"); info.Held {
-		t.Errorf("a is held while AcquireAll waits for b: %+v", info)
-	}
+	held := func() bool { info, _ := f.c.Inspect(ctx, "a"); return info.Held }
+	// Two heartbeats, the end of waiting while holding a, and the wait.
+	until(t, "AcquireAll waiting for b, holding a", func() bool { return f.clk.Timers() >= 4 && held() })
+	f.clk.Advance(lease.DefaultTTL / 3) // the longest it holds a idle
+	until(t, "AcquireAll waiting for b, holding nothing", func() bool { return !held() })
 	cancel()
 	if err := <-done; !errors.Is(err, lease.ErrHeld) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("AcquireAll = %v, want ErrHeld and context.Canceled", err)
@@ -128,5 +130,58 @@ func TestAcquireAllContext(t *testing.T) {
 	}
 	if err := m.Release(ctx); !errors.Is(err, lease.ErrLost) || m.Leases()[0].Err() == nil {
 		t.Errorf("Release = %v, want y's ErrLost, and x released", err)
+	}
+}
+
+// lostOnce grants key a first with a closed Lost channel, and holds back
+// the first grant of b until a lease has been lost.
+type lostOnce struct {
+	*memlease.Store
+	lost   chan struct{} // closed when the Client reports a loss
+	grants atomic.Int32
+	held   sync.Once
+}
+
+func (s *lostOnce) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Key == "b" {
+		s.held.Do(func() {
+			select {
+			case <-s.lost:
+			case <-time.After(10 * time.Second):
+			}
+		})
+	}
+	g, err := s.Store.Acquire(ctx, r)
+	if err == nil && r.Key == "a" && s.grants.Add(1) == 1 {
+		dead := make(chan struct{})
+		close(dead)
+		g.Lost = dead
+	}
+	return g, err
+}
+
+// TestAcquireAllLostMeanwhile: a lease lost while the other keys are taken
+// is taken again: the set returned is held at once.
+func TestAcquireAllLostMeanwhile(t *testing.T) {
+	st := &lostOnce{Store: memlease.New(), lost: make(chan struct{})}
+	var once sync.Once
+	c, err := lease.New(st, lease.WithObserver(lease.ObserverFunc(func(e lease.Event) {
+		if e.Kind == lease.EventLost {
+			once.Do(func() { close(st.lost) })
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := c.AcquireAll(ctx, "b", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release(ctx)
+	if err := m.Err(); err != nil || st.grants.Load() != 2 {
+		t.Fatalf("set returned with Err %v after %d grants of a; want held, a taken again", err, st.grants.Load())
 	}
 }

@@ -44,7 +44,7 @@
 // Each key's queue holds at most [WithMaxWaiters] entries.
 //
 // A [Store.Subscribe] watch announces deleted keys and queue entries, naming
-// the oldest waiter as Next. While a subscription is open, Release hands a
+// the oldest waiter as Next if it is exclusive. While a subscription is open, Release hands a
 // key straight to that waiter in its one transaction, guarded by the key
 // still carrying the releaser's token and the entry being unchanged: the key
 // then carries the waiter's token on its entry's etcd lease, and the
@@ -53,6 +53,24 @@
 // (driver.Grant.FromQueue). The releaser's etcd lease, which then
 // carries nothing, is not revoked: the store that granted it keeps it for its
 // next grant of the same TTL (a keep-alive instead of a new lease), or lets it expire.
+//
+// # Shared holds
+//
+// A reader (driver.Request.Shared) holds the key Prefix+esc(K)+"\x00r/"+token,
+// valued with its holder, on an etcd lease of its own; a shared waiter's
+// entry is Prefix+esc(K)+"\x00s/"+token. A reader's key is created in a
+// transaction that checks that no writer's key and no exclusive waiter's
+// entry exists (a queued reader: none ahead of its entry); a writer's, that
+// no reader's key and no entry exists (a queued writer: none ahead). The
+// first reader of a read epoch, finding no reader's key, also puts the epoch
+// key Prefix+esc(K)+"\x00e/", empty and on no etcd lease, in the same
+// transaction; every reader's fence is that key's mod revision, so readers
+// that join live readers share their fence and a later writer's revision is
+// larger. A writer's grant deletes the epoch key. The key is announced when
+// its last reader's key goes, naming the head waiter only if it is
+// exclusive; Release hands the key over only from a writer to an exclusive
+// waiter. A refusal or Inspect of a key readers hold asks etcd for one
+// reader's time left (one more request).
 //
 // Keys written by earlier versions (fences in the value, keys unescaped) are
 // not understood: do not share a prefix with them. The design is explained

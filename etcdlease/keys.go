@@ -1,14 +1,14 @@
 // The etcd key layout: a lease key is one path segment under the prefix
-// (with '%' and '/' percent-escaped), and its queue entries follow that
-// segment after a NUL byte, so no (prefix, key) pair aliases another.
+// (with '%' and '/' percent-escaped), and its queue entries, readers and
+// read epoch follow that segment after a NUL byte, so no (prefix, key) pair
+// aliases another.
 
 package etcdlease
 
 import (
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/leasekit/lease/driver"
 )
 
 // escapeKey turns a lease key into one segment of an etcd key: '%' becomes
@@ -41,51 +41,53 @@ func normPrefix(prefix string) string {
 // keyPath returns the etcd key of lease key.
 func (s *Store) keyPath(key string) string { return s.prefix + escapeKey(key) }
 
-// parseKey returns the lease key that etcd key k belongs to, and the token
-// of the waiter if k is a queue entry ("" for the lease key itself). ok is
-// false for keys that are not the store's: outside the prefix, or in a
-// nested namespace (prefix+"sub/..."), whose keys the store's prefix watch
-// also sees.
-func (s *Store) parseKey(k []byte) (key, token string, entry, ok bool) {
+// parseKey returns the lease key that etcd key k belongs to, the kind of
+// sub-key k is (0 for the lease key itself) and its token ("" for the lease
+// key and the epoch). ok is false for keys that are not the store's:
+// outside the prefix, or in a nested namespace (prefix+"sub/..."), whose
+// keys the store's prefix watch also sees.
+func (s *Store) parseKey(k []byte) (key, token string, kind byte, ok bool) {
 	rel, found := strings.CutPrefix(string(k), s.prefix)
 	if !found {
-		return "", "", false, false
+		return "", "", 0, false
 	}
-	seg, token, entry := strings.Cut(rel, queueSep)
-	if strings.IndexByte(seg, 0) >= 0 {
-		return "", "", false, false
+	seg, rest, sub := strings.Cut(rel, "\x00")
+	if sub {
+		if len(rest) < 2 || rest[1] != '/' || !strings.ContainsRune("qsre", rune(rest[0])) {
+			return "", "", 0, false
+		}
+		kind, token = rest[0], rest[2:]
 	}
 	key, ok = unescapeKey(seg)
 	if !ok || key == "" {
-		return "", "", false, false
+		return "", "", 0, false
 	}
-	return key, token, entry, true
+	return key, token, kind, true
 }
 
-// queueSep separates a lease key's segment from the tokens of its queue.
-// Neither keys nor prefixes contain NUL, so a queue prefix holds exactly one
-// key's queue and never a lease key or a nested namespace's key.
-const queueSep = "\x00q/"
+// The kinds of a lease key's sub-keys, which follow its segment after a NUL
+// byte: kind, "/" and a token. Neither keys nor prefixes contain NUL, so the
+// sub-keys of a key are exactly those under its subPrefix.
+const (
+	kindWaiter = 'q' // an exclusive waiter's queue entry (value: the holder)
+	kindShared = 's' // a shared waiter's queue entry (value: the holder)
+	kindReader = 'r' // a reader's hold (value: the holder)
+	kindEpoch  = 'e' // the read epoch (no token, no value, no etcd lease)
+)
 
-// queuePrefix returns the etcd prefix of key's queue of waiters.
-func (s *Store) queuePrefix(key string) string { return s.keyPath(key) + queueSep }
+// subPrefix returns the etcd prefix of key's sub-keys.
+func (s *Store) subPrefix(key string) string { return s.keyPath(key) + "\x00" }
 
-// entryKey returns the etcd key of token's entry in key's queue.
-func (s *Store) entryKey(key, token string) string { return s.queuePrefix(key) + token }
-
-// opQueue reads key's queue: its entries (keys only), oldest first.
-func (s *Store) opQueue(key string) clientv3.Op {
-	return clientv3.OpGet(s.queuePrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+// subKey returns the etcd key of key's sub-key of kind for token; with
+// token "", the prefix of that kind's keys (for kindEpoch, its one key).
+func (s *Store) subKey(key string, kind byte, token string) string {
+	return s.subPrefix(key) + string(kind) + "/" + token
 }
 
-// position returns how many entries of q come before the entry ek, and that
-// entry (len(q) and nil if ek is not in q).
-func position(q []*mvccpb.KeyValue, ek string) (int, *mvccpb.KeyValue) {
-	for i, kv := range q {
-		if string(kv.Key) == ek {
-			return i, kv
-		}
+// entryKey returns the etcd key of r.Token's queue entry.
+func (s *Store) entryKey(r driver.Request) string {
+	if r.Shared {
+		return s.subKey(r.Key, kindShared, r.Token)
 	}
-	return len(q), nil
+	return s.subKey(r.Key, kindWaiter, r.Token)
 }

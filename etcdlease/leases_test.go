@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasekit/lease"
@@ -147,5 +148,70 @@ func TestHandOff(t *testing.T) {
 	}
 	if id := leaseOf("other"); id != ida {
 		t.Errorf("b's key is on etcd lease %x, want a's former lease %x", id, ida)
+	}
+}
+
+// TestSharedLayout: each reader has its own key on its own etcd lease; the
+// first reader of an epoch puts the epoch's key, on no etcd lease, whose mod
+// revision is the readers' fence; a writer's grant deletes it. Another
+// store renews readers and writers together by reading their keys; neither
+// renewals nor releases depend on Request.Shared.
+func TestSharedLayout(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	cli := newCli(t, endpoints(t))
+	s := newStore(t, cli, testPrefix())
+	get := func(k string) *mvccpb.KeyValue {
+		t.Helper()
+		resp, err := cli.Get(ctx, s.Prefix()+k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		return resp.Kvs[0]
+	}
+	req := func(key, holder string, shared bool) driver.Request {
+		return driver.Request{Key: key, Token: randHex(16), Holder: holder, TTL: 3 * time.Second, Shared: shared}
+	}
+	r1, r2, w := req("k", "r1", true), req("k", "r2", true), req("other", "w", false)
+	var fences []uint64
+	for _, r := range []driver.Request{r1, r2, w} {
+		g, err := s.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("Acquire for %s: %v", r.Holder, err)
+		}
+		fences = append(fences, g.Fence)
+	}
+	k1, k2, e := get("k\x00r/"+r1.Token), get("k\x00r/"+r2.Token), get("k\x00e/")
+	switch {
+	case k1 == nil || k2 == nil || string(k1.Value) != "r1" || k1.Lease == 0 || k2.Lease == 0 || k1.Lease == k2.Lease:
+		t.Errorf("reader keys %v and %v, want each on its own etcd lease, valued with its holder", k1, k2)
+	case e == nil || e.Lease != 0 || uint64(e.ModRevision) != fences[0] || fences[1] != fences[0]:
+		t.Errorf("epoch key %v, fences %v; want the readers' fence as the epoch's mod revision, on no etcd lease", e, fences)
+	}
+	// Renewals and releases are of either kind, whatever Shared says.
+	flip := func(r driver.Request) driver.Request { r.Shared = !r.Shared; return r }
+	other := newStore(t, cli, s.Prefix())
+	if errs := other.RenewMany(ctx, []driver.Request{r1, w, flip(r2), flip(w)}); errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil {
+		t.Errorf("another store's RenewMany of readers and a writer: %v", errs)
+	}
+	for _, r := range []driver.Request{flip(r1), r2} {
+		if err := s.Release(ctx, r); err != nil {
+			t.Fatalf("Release of %s (shared %v): %v", r.Holder, r.Shared, err)
+		}
+	}
+	if err := s.Release(ctx, r2); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("a second Release of r2 = %v, want ErrNotHeld", err)
+	}
+	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(k1.Lease)); err != nil || ttl.TTL != -1 {
+		t.Errorf("a reader's etcd lease after its Release: %+v, %v; want revoked", ttl, err)
+	}
+	if get("k\x00e/") == nil {
+		t.Errorf("the epoch's key is gone before a writer's grant")
+	}
+	g, err := s.Acquire(ctx, req("k", "w2", false))
+	if err != nil || g.Fence <= fences[0] || get("k\x00e/") != nil {
+		t.Errorf("writer after the readers: %+v, %v, epoch key %v; want a larger fence and the epoch's key deleted", g, err, get("k\x00e/"))
 	}
 }

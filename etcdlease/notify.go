@@ -17,13 +17,15 @@ import (
 
 // Subscribe reads the keys under the store's prefix, opens one watch on the
 // prefix from the revision after that read, and returns once etcd confirmed
-// it. The read and the watch keep a mirror of the keys and queues, which
-// names the oldest entry of a key's queue as an announcement's Next and
-// guides the store's hand-offs (see Release and Acquire). Next announces a key when it is deleted
-// (a release or an expiry), when an entry of its queue is deleted (a waiter
-// left: the next one may now be first) and when a release hands it over;
-// not when a waiter acquires it. The watch requires a leader: on a member
-// that lost the quorum it ends, and Next returns an error.
+// it. The read and the watch keep a mirror of the keys, readers and queues,
+// which names the oldest entry of a key's queue, if exclusive, as an
+// announcement's Next and guides the store's hand-offs (see Release and
+// Acquire). Next announces a key when it is deleted (a release or an
+// expiry), when its last reader's key is deleted, when an entry of its
+// queue is deleted (a waiter left: the next one may now be first) and when
+// a release hands it over; not when a waiter acquires it. The watch
+// requires a leader: on a member that lost the quorum it ends, and Next
+// returns an error.
 func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
 	if err != nil {
@@ -31,7 +33,8 @@ func (s *Store) Subscribe(ctx context.Context) (driver.Subscription, error) {
 	}
 	w := clientv3.NewWatcher(s.cli)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]entry), holders: make(map[string]entry)}
+	sub := &subscription{s: s, w: w, cancel: cancel, queues: make(map[string]map[string]entry),
+		readers: make(map[string]map[string]entry), holders: make(map[string]entry)}
 	sub.apply(resp.Kvs, mvccpb.PUT)
 	// Until the watch is created, ctx bounds it (Watch itself may block while
 	// the client connects).
@@ -71,8 +74,9 @@ type subscription struct {
 	ch      clientv3.WatchChan
 	pending []driver.Announcement // announced but not yet returned
 
-	mu      sync.Mutex                  // guards queues and holders (read by Release and Acquire)
+	mu      sync.Mutex                  // guards the mirror (read by Release and Acquire)
 	queues  map[string]map[string]entry // lease key → token → its entry
+	readers map[string]map[string]entry // lease key → token → its reader key
 	holders map[string]entry            // lease key → its holder's token (in holder), etcd lease, mod revision
 }
 
@@ -80,6 +84,7 @@ type subscription struct {
 type entry struct {
 	rev, lease int64 // create revision, etcd lease
 	holder     string
+	shared     bool // a shared waiter's entry
 }
 
 // apply records keys and entries put or deleted in the mirror.
@@ -87,23 +92,33 @@ func (sub *subscription) apply(kvs []*mvccpb.KeyValue, typ mvccpb.Event_EventTyp
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	for _, kv := range kvs {
-		key, token, isEntry, ok := sub.s.parseKey(kv.Key)
+		key, token, kind, ok := sub.s.parseKey(kv.Key)
 		switch {
-		case !ok:
-		case !isEntry && typ == mvccpb.PUT:
+		case !ok || kind == kindEpoch:
+		case kind == 0 && typ == mvccpb.PUT:
 			token, _, _ := strings.Cut(string(kv.Value), "\x00")
-			sub.holders[key] = entry{kv.ModRevision, kv.Lease, token}
-		case !isEntry:
+			sub.holders[key] = entry{rev: kv.ModRevision, lease: kv.Lease, holder: token}
+		case kind == 0:
 			delete(sub.holders, key)
-		case typ == mvccpb.PUT && sub.queues[key] == nil:
-			sub.queues[key] = map[string]entry{token: {kv.CreateRevision, kv.Lease, string(kv.Value)}}
-		case typ == mvccpb.PUT:
-			sub.queues[key][token] = entry{kv.CreateRevision, kv.Lease, string(kv.Value)}
-		case len(sub.queues[key]) <= 1:
-			delete(sub.queues, key)
+		case kind == kindReader:
+			set(sub.readers, key, token, entry{}, typ == mvccpb.PUT)
 		default:
-			delete(sub.queues[key], token)
+			set(sub.queues, key, token, entry{kv.CreateRevision, kv.Lease, string(kv.Value), kind == kindShared}, typ == mvccpb.PUT)
 		}
+	}
+}
+
+// set puts (or, !put, deletes) m[key][token].
+func set(m map[string]map[string]entry, key, token string, e entry, put bool) {
+	switch {
+	case put && m[key] == nil:
+		m[key] = map[string]entry{token: e}
+	case put:
+		m[key][token] = e
+	case len(m[key]) <= 1:
+		delete(m, key)
+	default:
+		delete(m[key], token)
 	}
 }
 
@@ -145,11 +160,13 @@ func (sub *subscription) Next(ctx context.Context) (driver.Announcement, error) 
 }
 
 // announce applies events to the mirror and returns the keys they announce,
-// each once, with the head of its queue after all of them. etcd delivers all
-// the events of one transaction in one response, so an entry deleted at the
-// revision its lease key was put at is an acquisition (the key was created:
-// announced to nobody) or a hand-off (announced to the new holder). Keys of
-// other layouts (a nested namespace's) are ignored.
+// each once, with the head of its queue after all of them as Next if it is
+// an exclusive waiter's. etcd delivers all the events of one transaction in
+// one response, so an entry deleted at the revision its lease key or a
+// reader key was put at is an acquisition (the key was created: announced
+// to nobody) or a hand-off (announced to the new holder). A reader's key
+// deleted is announced only when no reader is left; the epoch never. Keys
+// of other layouts (a nested namespace's) are ignored.
 func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcement {
 	type at struct {
 		key string
@@ -158,30 +175,37 @@ func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcemen
 	put := make(map[at]*mvccpb.KeyValue)
 	for _, ev := range events {
 		sub.apply([]*mvccpb.KeyValue{ev.Kv}, ev.Type)
-		if key, _, entry, ok := sub.s.parseKey(ev.Kv.Key); ok && !entry && ev.Type == mvccpb.PUT {
+		if key, _, kind, ok := sub.s.parseKey(ev.Kv.Key); ok && (kind == 0 || kind == kindReader) && ev.Type == mvccpb.PUT {
 			put[at{key, ev.Kv.ModRevision}] = ev.Kv
 		}
 	}
 	var as []driver.Announcement
 	seen := make(map[string]bool)
 	for _, ev := range events {
-		key, token, isEntry, ok := sub.s.parseKey(ev.Kv.Key)
-		if !ok || ev.Type != mvccpb.DELETE || seen[key] {
+		key, token, kind, ok := sub.s.parseKey(ev.Kv.Key)
+		if !ok || ev.Type != mvccpb.DELETE || seen[key] || kind == kindEpoch || kind == kindReader && sub.reading(key) {
 			continue
 		}
 		a := driver.Announcement{Key: key}
-		if kv := put[at{key, ev.Kv.ModRevision}]; isEntry && kv != nil {
+		if kv := put[at{key, ev.Kv.ModRevision}]; (kind == kindWaiter || kind == kindShared) && kv != nil {
 			if kv.CreateRevision == kv.ModRevision {
 				continue
 			}
 			a.Next = token
-		} else {
-			a.Next, _ = sub.head(key)
+		} else if t, e := sub.head(key); !e.shared {
+			a.Next = t
 		}
 		seen[key] = true
 		as = append(as, a)
 	}
 	return as
+}
+
+// reading returns whether key has readers.
+func (sub *subscription) reading(key string) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return len(sub.readers[key]) > 0
 }
 
 // Close ends the watch and waits for its stream to shut down.

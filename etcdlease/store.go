@@ -76,9 +76,10 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 // Prefix returns the store's key prefix, which always ends in "/".
 func (s *Store) Prefix() string { return s.prefix }
 
-// Caps reports etcd's TTL range, the FIFO queue and its cap.
+// Caps reports etcd's TTL range, the FIFO queue and its cap, and shared
+// holds.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true}
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true}
 }
 
 // Close does nothing: the store owns no resources (subscriptions are closed
@@ -86,26 +87,72 @@ func (s *Store) Caps() driver.Caps {
 // from a hand-off, see Release, expires within its TTL).
 func (s *Store) Close() error { return nil }
 
-// state is one read of a key: its holder and its queue, oldest first.
+// state is one read of a key: its writer, its readers and its queue, and
+// where a request's token stands.
 type state struct {
-	holder *mvccpb.KeyValue   // nil if free
-	queue  []*mvccpb.KeyValue // entries, keys only
-	own    *mvccpb.KeyValue   // r.Token's entry, nil if not queued
-	ahead  int                // entries before own (all of them if not queued)
+	holder  *mvccpb.KeyValue // the writer's key, nil if none
+	reader  *mvccpb.KeyValue // one reader's key, nil if none
+	readers int              // live readers
+	epoch   int64            // the read epoch's fence: its key's mod revision
+	queue   int              // live entries, of both kinds
+	own     *mvccpb.KeyValue // the token's entry, nil if not queued
+	mine    *mvccpb.KeyValue // the token's reader key, nil if not a reader
+	ahead   int              // entries before own (all of them if not queued)
+	writers int              // exclusive entries before own (all if not queued)
 }
 
-// read reads r.Key's holder and queue in one linearizable read.
+// opsRead reads key's state: the writer's key, the keys of its sub-keys
+// oldest first, and one reader's key with its holder.
+func (s *Store) opsRead(key string) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(s.keyPath(key)),
+		clientv3.OpGet(s.subPrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(s.subKey(key, kindReader, ""), clientv3.WithPrefix(), clientv3.WithLimit(1))}
+}
+
+// parse returns the state of r.Key that the responses to opsRead give.
+func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) state {
+	var st state
+	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		st.holder = kvs[0]
+	}
+	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		st.reader = kvs[0]
+	}
+	ek := s.entryKey(r)
+	for _, kv := range rs[1].GetResponseRange().GetKvs() {
+		_, token, kind, ok := s.parseKey(kv.Key)
+		switch {
+		case !ok: // another layout's
+		case kind == kindEpoch:
+			st.epoch = kv.ModRevision
+		case kind == kindReader:
+			st.readers++
+			if token == r.Token {
+				st.mine = kv
+			}
+		case string(kv.Key) == ek:
+			st.own = kv
+		case st.own == nil && kind == kindWaiter:
+			st.writers++
+			fallthrough
+		case st.own == nil:
+			st.ahead++
+		}
+		if kind == kindWaiter || kind == kindShared {
+			st.queue++
+		}
+	}
+	return st
+}
+
+// read reads r.Key's state in one linearizable read.
 func (s *Store) read(ctx context.Context, r driver.Request) (state, error) {
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), s.opQueue(r.Key)).Commit()
+	resp, err := s.cli.Txn(ctx).Then(s.opsRead(r.Key)...).Commit()
 	if err != nil {
 		return state{}, err
 	}
-	st := state{queue: resp.Responses[1].GetResponseRange().GetKvs()}
-	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		st.holder = kvs[0]
-	}
-	st.ahead, st.own = position(st.queue, s.entryKey(r.Key, r.Token))
-	return st, nil
+	return s.parse(resp.Responses, r), nil
 }
 
 // heldBy returns whether kv (a lease key, or nil) carries token.
@@ -113,21 +160,35 @@ func heldBy(kv *mvccpb.KeyValue, token string) bool {
 	return kv != nil && strings.HasPrefix(string(kv.Value), token+"\x00")
 }
 
-// held returns the refusal for st.
-func held(key string, st state) error {
+// held returns the refusal for st. For a key readers hold, one more
+// request asks etcd for the time left of one reader's etcd lease: readers
+// renew alike, so this is close to the last reader's time left.
+func (s *Store) held(ctx context.Context, key string, st state) error {
 	e := &lease.HeldError{Key: key, Queued: st.ahead}
 	if st.holder != nil {
 		_, e.Holder, _ = strings.Cut(string(st.holder.Value), "\x00")
 		e.Fence = uint64(st.holder.ModRevision)
+	} else if st.reader != nil {
+		e.Holder, e.Fence, e.Remaining = string(st.reader.Value), uint64(st.epoch), s.timeLeft(ctx, st.reader.Lease)
 	}
 	return e
 }
 
+// timeLeft returns the time left of etcd lease id, 0 if etcd cannot tell.
+func (s *Store) timeLeft(ctx context.Context, id int64) time.Duration {
+	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil || resp.TTL <= 0 {
+		return 0
+	}
+	return time.Duration(resp.TTL) * time.Second
+}
+
 // Acquire grants a key handed to r.Token as an open subscription saw it
-// (FromQueue, no request); else it reads the key and its queue and keeps
-// r.Token's lease alive (same fence), or creates the key in a transaction
-// guarded by that read (on r.Token's entry lease, or a new one), or refuses,
-// keeping r.Token's entry alive or queuing it on a new etcd lease.
+// (FromQueue, no request); else it reads the key, its readers and its queue
+// and keeps r.Token's lease alive (same fence), or takes the key in a
+// transaction guarded by that read (on r.Token's entry lease, or a new
+// one), or refuses, keeping r.Token's entry alive or queuing it on a new
+// etcd lease.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	g, id, err := s.acquire(ctx, r)
 	if err == nil {
@@ -142,7 +203,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 
 // acquire returns the grant and the etcd lease of the key.
 func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, int64, error) {
-	if h, ok := s.handed(r.Key, r.Token); ok {
+	if h, ok := s.handed(r.Key, r.Token); ok && !r.Shared {
 		// The key is on r.Token's entry lease, kept alive by its last
 		// refused attempt: the TTL runs from then.
 		return driver.Grant{Fence: uint64(h.rev), FromQueue: true}, h.lease, nil
@@ -151,27 +212,31 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	if err != nil {
 		return driver.Grant{}, 0, err
 	}
-	if heldBy(st.holder, r.Token) {
-		if err := s.keepAlive(ctx, st.holder.Lease); err != nil {
-			return driver.Grant{}, 0, err
-		}
-		return driver.Grant{Fence: uint64(st.holder.ModRevision)}, st.holder.Lease, nil
+	switch { // a retried Acquire, whoever waits (and whatever r.Shared says)
+	case st.mine != nil:
+		return driver.Grant{Fence: uint64(st.epoch)}, st.mine.Lease, s.keepAlive(ctx, st.mine.Lease)
+	case heldBy(st.holder, r.Token):
+		return driver.Grant{Fence: uint64(st.holder.ModRevision)}, st.holder.Lease, s.keepAlive(ctx, st.holder.Lease)
 	}
-	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
-	put := func(id int64) clientv3.Op {
-		return clientv3.OpPut(k, r.Token+"\x00"+r.Holder, clientv3.WithLease(clientv3.LeaseID(id)))
+	// A writer needs the key free and nobody ahead; a reader, no writer
+	// and no exclusive waiter ahead. The transaction checks what may have
+	// changed since the read: entries created since are behind own.
+	k, ek := s.keyPath(r.Key), s.entryKey(r)
+	free := st.holder == nil && (r.Shared && st.writers == 0 || !r.Shared && st.readers == 0 && st.ahead == 0)
+	conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+	if r.Shared { // a hold's key is only ever created, as below
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, r.Token)), "=", 0))
+	} else {
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, "")), "=", 0).WithPrefix())
 	}
 	if st.own != nil {
-		if st.holder != nil || st.ahead > 0 {
-			return driver.Grant{}, 0, cmp.Or(s.keepAlive(ctx, st.own.Lease), held(r.Key, st))
+		if !free {
+			return driver.Grant{}, 0, cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
 		}
-		resp, err := s.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.CreateRevision(k), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(ek), "=", st.own.CreateRevision),
-			clientv3.Compare(clientv3.CreateRevision(s.queuePrefix(r.Key)), ">", st.own.CreateRevision-1).WithPrefix(),
-		).Then(put(st.own.Lease), clientv3.OpDelete(ek)).Commit()
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(ek), "=", st.own.CreateRevision))
+		resp, err := s.cli.Txn(ctx).If(conds...).Then(append(s.opsGrant(r, st.own.Lease), clientv3.OpDelete(ek))...).Commit()
 		if err == nil && !resp.Succeeded { // the read is stale: the Client looks again
-			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), held(r.Key, st))
+			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
 		} else if err == nil {
 			// The key lives a TTL from this keep-alive, which is after the
 			// call began; if the lease expired since the transaction, so did
@@ -181,14 +246,17 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 		if err != nil {
 			return driver.Grant{}, 0, err
 		}
-		return driver.Grant{Fence: uint64(resp.Header.Revision)}, st.own.Lease, nil
+		return driver.Grant{Fence: fence(resp, r)}, st.own.Lease, nil
 	}
-	free := st.holder == nil && len(st.queue) == 0
 	switch {
 	case !free && !r.Queue:
-		return driver.Grant{}, 0, held(r.Key, st)
-	case !free && len(st.queue) >= s.maxWaiters:
+		return driver.Grant{}, 0, s.held(ctx, r.Key, st)
+	case !free && st.queue >= s.maxWaiters:
 		return driver.Grant{}, 0, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
+	}
+	conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindWaiter, "")), "=", 0).WithPrefix())
+	if !r.Shared {
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindShared, "")), "=", 0).WithPrefix())
 	}
 	id, err := s.grant(ctx, r.TTL)
 	if err != nil {
@@ -198,33 +266,53 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	if r.Queue {
 		refused = []clientv3.Op{clientv3.OpPut(ek, r.Holder, clientv3.WithLease(clientv3.LeaseID(id)))}
 	}
-	resp, err := s.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(s.queuePrefix(r.Key)), "=", 0).WithPrefix(),
-	).Then(put(id)).Else(append(refused, clientv3.OpGet(k), s.opQueue(r.Key))...).Commit()
+	resp, err := s.cli.Txn(ctx).If(conds...).Then(s.opsGrant(r, id)...).Else(append(refused, s.opsRead(r.Key)...)...).Commit()
 	if err == nil && resp.Succeeded {
-		return driver.Grant{Fence: uint64(resp.Header.Revision)}, id, nil
+		return driver.Grant{Fence: fence(resp, r)}, id, nil
 	}
 	if err == nil {
-		rs := resp.Responses[len(refused):]
-		st = state{queue: rs[1].GetResponseRange().GetKvs()}
-		if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			st.holder = kvs[0]
-		}
-		st.ahead, st.own = position(st.queue, ek)
+		st = s.parse(resp.Responses[len(refused):], r)
 		if r.Queue && st.ahead < s.maxWaiters {
-			return driver.Grant{}, 0, held(r.Key, st) // queued on lease id
+			return driver.Grant{}, 0, s.held(ctx, r.Key, st) // queued on lease id
 		}
 		if r.Queue {
 			err = &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 		} else {
-			err = held(r.Key, st)
+			err = s.held(ctx, r.Key, st)
 		}
 	}
 	// The new etcd lease carries nothing we keep: revoking it deletes an
 	// entry over the cap, or whatever a failed transaction may have written.
 	_, _ = s.cli.Revoke(ctx, clientv3.LeaseID(id))
 	return driver.Grant{}, 0, err
+}
+
+// opsGrant writes r's hold on etcd lease id. A writer's key deletes the
+// epoch left by readers; the first reader of an epoch puts its key, whose
+// mod revision is then the readers' fence until the next writer, and every
+// reader reads it (see fence).
+func (s *Store) opsGrant(r driver.Request, id int64) []clientv3.Op {
+	if !r.Shared {
+		return []clientv3.Op{clientv3.OpPut(s.keyPath(r.Key), r.Token+"\x00"+r.Holder, clientv3.WithLease(clientv3.LeaseID(id))),
+			clientv3.OpDelete(s.subKey(r.Key, kindEpoch, ""))}
+	}
+	e := s.subKey(r.Key, kindEpoch, "")
+	first := clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, "")), "=", 0).WithPrefix()
+	return []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{first}, []clientv3.Op{clientv3.OpPut(e, "")}, nil),
+		clientv3.OpPut(s.subKey(r.Key, kindReader, r.Token), r.Holder, clientv3.WithLease(clientv3.LeaseID(id))),
+		clientv3.OpGet(e)}
+}
+
+// fence returns the fence of the hold that resp, a transaction of opsGrant,
+// granted: the revision that put a writer's key, the epoch's for a reader.
+func fence(resp *clientv3.TxnResponse, r driver.Request) uint64 {
+	if !r.Shared {
+		return uint64(resp.Header.Revision)
+	}
+	if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return uint64(kvs[0].ModRevision)
+	}
+	return 0
 }
 
 // grant returns an etcd lease of ttl, in whole seconds rounded up: the spare
@@ -313,20 +401,27 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // RenewMany keeps the etcd leases of the keys alive, pipelined on one
-// stream, without reading the keys (see the package doc); the key of a
-// token this store did not grant is read first.
+// stream, without reading the keys (see the package doc); the key and
+// reader key of a token this store did not grant are read first (either
+// kind, whatever r.Shared says).
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs, of, ids := make([]error, len(rs)), make([]int64, len(rs)), make([]int64, 0, len(rs))
 	for i, r := range rs {
 		s.mu.Lock()
 		of[i] = s.leases[hold{r.Key, r.Token}]
 		s.mu.Unlock()
-		if of[i] == 0 { // not granted by this store: read the key
-			resp, err := s.cli.Get(ctx, s.keyPath(r.Key))
-			if errs[i] = err; err == nil && (len(resp.Kvs) == 0 || !heldBy(resp.Kvs[0], r.Token)) {
-				errs[i] = lease.ErrNotHeld
-			} else if err == nil {
-				of[i] = resp.Kvs[0].Lease
+		if of[i] == 0 { // not granted by this store: read the key and r.Token's reader key
+			resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), clientv3.OpGet(s.subKey(r.Key, kindReader, r.Token))).Commit()
+			if errs[i] = err; err == nil {
+				writer, reader := resp.Responses[0].GetResponseRange().GetKvs(), resp.Responses[1].GetResponseRange().GetKvs()
+				switch {
+				case len(reader) > 0:
+					of[i] = reader[0].Lease
+				case len(writer) > 0 && heldBy(writer[0], r.Token):
+					of[i] = writer[0].Lease
+				default:
+					errs[i] = lease.ErrNotHeld
+				}
 			}
 		}
 		if errs[i] == nil {
@@ -357,38 +452,44 @@ func (s *Store) forget(r driver.Request) (id int64) {
 	return id
 }
 
-// Release deletes the key if it carries r.Token, and r.Token's queue entry,
-// in one transaction, then revokes their etcd leases (each carries only
-// that key). When an open subscription knows the waiter first in the key's
-// queue, the transaction hands the key over instead, if it still carries
-// r.Token and that entry is unchanged: the key then carries the waiter's
-// token and holder on its entry's etcd lease. The releaser's etcd lease,
-// if this store granted it, is kept as the spare of its TTL for the next
-// grant, not revoked: two Raft writes fewer per hand-off.
+// Release deletes the key if it carries r.Token, or r.Token's reader key
+// (whatever r.Shared says), and r.Token's queue entry, in one transaction,
+// then revokes their etcd leases (each carries only that key). When an open
+// subscription knows an exclusive waiter first in the key's queue, the
+// transaction hands the key over instead, if it still carries r.Token and
+// that entry is unchanged: the key then carries the waiter's token and
+// holder on its entry's etcd lease. The releaser's etcd lease, if this
+// store granted it, is kept as the spare of its TTL for the next grant, not
+// revoked: two Raft writes fewer per hand-off.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	mine := s.forget(r)
-	k, ek := s.keyPath(r.Key), s.entryKey(r.Key, r.Token)
-	leave := clientv3.OpDelete(ek, clientv3.WithPrevKV())
-	release := clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV()), leave}, []clientv3.Op{leave})
-	txn := s.cli.Txn(ctx).Then(release)
+	k, rk := s.keyPath(r.Key), s.subKey(r.Key, kindReader, r.Token)
+	leave := []clientv3.Op{clientv3.OpDelete(s.subKey(r.Key, kindWaiter, r.Token), clientv3.WithPrevKV()),
+		clientv3.OpDelete(s.subKey(r.Key, kindShared, r.Token), clientv3.WithPrevKV())}
+	release := append([]clientv3.Op{
+		clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())}, nil),
+		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), ">", 0)}, []clientv3.Op{clientv3.OpDelete(rk, clientv3.WithPrevKV())}, nil),
+	}, leave...)
+	txn, handing := s.cli.Txn(ctx).Then(release...), false
 	if token, e := s.next(r.Key, r.Token); token != "" {
-		hk := s.entryKey(r.Key, token)
-		txn = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
-			Then(clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
-				clientv3.OpDelete(hk), leave).Else(release)
+		hk := s.subKey(r.Key, kindWaiter, token)
+		txn, handing = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
+			Then(append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
+				clientv3.OpDelete(hk)}, leave...)...).Else(release...), true
 	}
 	resp, err := txn.Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // the waiter's etcd lease just expired
-		resp, err = s.cli.Txn(ctx).Then(release).Commit()
+		handing = false
+		resp, err = s.cli.Txn(ctx).Then(release...).Commit()
 	}
 	if err != nil {
 		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 	}
-	held := resp.Succeeded
+	held := handing && resp.Succeeded
 	var kvs []*mvccpb.KeyValue
 	for _, op := range resp.Responses {
 		if in := op.GetResponseTxn(); in != nil {
-			held = in.Succeeded
+			held = held || in.Succeeded
 			for _, op := range in.Responses {
 				kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 			}
@@ -433,12 +534,15 @@ func (s *Store) handed(key, token string) (entry, bool) {
 }
 
 // next returns the oldest entry of key's queue other than token's, as an
-// open subscription last saw it ("" if none).
+// open subscription last saw it, if it is an exclusive waiter's ("" if
+// none).
 func (s *Store) next(key, token string) (string, entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
-		if t, e := sub.head(key); t != token {
+		if t, e := sub.head(key); t != token && e.shared {
+			return "", entry{}
+		} else if t != token {
 			return t, e
 		}
 	}
@@ -455,15 +559,22 @@ func ours(key, token string) []clientv3.Cmp {
 	}
 }
 
-// Inspect reports who holds key, with one read. Remaining is always 0.
+// Inspect reports who holds key, with one read; Remaining is 0 for a
+// writer, and for readers one reader's time left (see held), which costs
+// one more request.
 func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	resp, err := s.cli.Get(ctx, s.keyPath(key))
+	resp, err := s.cli.Txn(ctx).Then(s.opsRead(key)...).Commit()
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("etcdlease: inspect %q: %w", key, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return driver.Info{Key: key}, nil
+	st := s.parse(resp.Responses, driver.Request{Key: key})
+	switch {
+	case st.holder != nil:
+		_, holder, _ := strings.Cut(string(st.holder.Value), "\x00")
+		return driver.Info{Key: key, Held: true, Holder: holder, Fence: uint64(st.holder.ModRevision)}, nil
+	case st.reader != nil:
+		return driver.Info{Key: key, Held: true, Shared: true, Readers: st.readers, Holder: string(st.reader.Value), Fence: uint64(st.epoch),
+			Remaining: s.timeLeft(ctx, st.reader.Lease)}, nil
 	}
-	_, holder, _ := strings.Cut(string(resp.Kvs[0].Value), "\x00")
-	return driver.Info{Key: key, Held: true, Holder: holder, Fence: uint64(resp.Kvs[0].ModRevision)}, nil
+	return driver.Info{Key: key}, nil
 }

@@ -176,7 +176,7 @@ func testSharedQueue(e *env) {
 	w1 := driver.Request{Key: key, Token: token(), Holder: "w1", TTL: ttl}
 	e.queue(s, w1, 0)
 	r2 := reader(key, "r2", ttl)
-	e.queue(s, r2, 1) // a writer waits ahead: no joining r1
+	e.queue(s, r2, 1)           // a writer waits ahead: no joining r1
 	e.grantShared(s, r1, epoch) // r1's retried Acquire: refreshed, whoever waits
 	if he := e.refused(s, reader(key, "unqueued", ttl)); he.Queued != 2 {
 		e.t.Fatalf("unqueued reader refused with %d waiters ahead, want 2", he.Queued)

@@ -37,6 +37,16 @@
 // ends is cut, which ends its session. It needs session pooling: behind a
 // transaction-mode pooler renewals fail with [ErrPooler].
 //
+// Shared holds (Caps.Shared, advisory mode): a reader's lease is a
+// session-level pg_try_advisory_lock_shared on the same lock, and an entry
+// [expiry in µs, holder, server process] under its token in the row's
+// readers (jsonb), live while that process holds the lock shared. A
+// reader's grant upserts the row, so a reader that finds live readers in
+// the row's latest version (locked by the upsert) joins their fence, and
+// one that finds none takes fence+1; a writer always takes fence+1 and
+// clears the entries. A reader is refused only by a writer holding or
+// queued ahead of it.
+//
 // FIFO (Caps.FIFO): a queued Acquire that is refused queues its token in the
 // queue table (or refreshes its entry) for its TTL, in the same statement; a
 // free key is granted only to a token with no live entry ahead. The cap

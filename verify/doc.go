@@ -14,6 +14,25 @@
 // flock. A fenced read claims the register (it raises its fence), so once a
 // new holder has read, no older holder's write can land.
 //
+// Two more workloads ([Config.Workload]) run under the same faults:
+//
+//   - [WorkloadReadWrite]: every third worker is a writer (Acquire, fenced
+//     read and write, as above); the others are readers ([lease.Client.AcquireShared],
+//     fenced reads only, each keeping its lease through Hold renew
+//     intervals, so that readers share). Readers of one read epoch share a
+//     fence, and a writer's is larger, so the same register refuses a
+//     reader's read once a writer has used it, as it refuses a stale
+//     writer. The store must keep shared holds (driver.Caps.Shared): Run
+//     refuses others with an error matching errors.ErrUnsupported.
+//   - [WorkloadTransfer]: every worker acquires two keys with
+//     [lease.Client.AcquireAll] (in a random order), reads two registers,
+//     one per key, each checked against its key's fence, and moves an
+//     amount between them in one atomic write of both — both rows in one
+//     PostgreSQL transaction, or both records in one file under flock,
+//     written with one pwrite — refused whole if either fence is stale.
+//     Both registers start at 1000: their sum must stay 2000 in every
+//     accepted read and after the run.
+//
 // Meanwhile a nemesis injects faults, one at a time: kill -9 of the holder (a
 // new worker replaces it), SIGSTOP of the holder for 1.5×TTL, added latency
 // and a cut connection between one worker and the store (through a loopback
@@ -24,10 +43,21 @@
 // the history is checked with porcupine against a model of a fenced lock
 // and register: fences of acquisitions strictly increase in real time, and
 // the register accepts exactly the operations whose fence is at least the
-// largest it accepted. A history that does not linearize is written as
+// largest it accepted. With readers, a reader's acquisition may instead
+// have the fence of the read epoch it joins (equal to the largest granted,
+// when that was a reader's); with two keys, each key's fences increase, and
+// an operation is accepted iff both its fences are. A history that does not linearize is written as
 // porcupine's HTML visualization. The [Report] also counts stale operations
 // rejected and accepted (must be 0), leases stuck beyond the TTL after their
 // holder died (must be 0), the longest fail-over, and — from the same history
 // — how many operations of superseded holders a register without fencing
-// would have let through.
+// would have let through. The read-write workload also counts, from the
+// history, interleavings (a reader's read accepted after a writer with a
+// larger fence had an operation accepted: must be 0) and the read epochs
+// that two or more readers shared; the transfer workload, the accepted
+// transfers and the reads and final state whose sum was not 2000 (must be 0).
+// Every workload counts the acquisitions returned with a lease already lost
+// or past its local deadline (a process paused between the grant and the
+// return; for AcquireAll, also a first key lost while the others were
+// acquired): the model then places each key's acquisition on its own.
 package verify

@@ -28,7 +28,13 @@ func waitFor(ctx context.Context, d time.Duration) bool {
 func (r *runner) nemesis(ctx context.Context, rep *Report) {
 	ttl := r.cfg.TTL
 	faults := r.cfg.Faults
-	// Let the workers start and contend before the first fault.
+	// Let the workers start (on a loaded machine that takes a while: wait
+	// for the first acquisition) and contend before the first fault.
+	for !r.started() {
+		if !waitFor(ctx, 10*time.Millisecond) {
+			return
+		}
+	}
 	if !waitFor(ctx, 2*ttl) {
 		return
 	}
@@ -143,4 +149,11 @@ func (r *runner) note(kind string, fence uint64, at int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deaths = append(r.deaths, death{kind: kind, fence: fence, at: at})
+}
+
+// started reports whether a worker has acquired the lease yet.
+func (r *runner) started() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acquired
 }

@@ -42,11 +42,17 @@ type Config struct {
 	// PostgresRegister, or "unfenced:PATH" for a file register that accepts
 	// every write (the control run that shows what fencing prevents).
 	Register string
+	// Workload is what the workers do: WorkloadRegister (""), the default;
+	// WorkloadReadWrite, readers and writers on one key (the store must
+	// keep shared holds, Caps.Shared); or WorkloadTransfer, transfers
+	// between two registers under two keys held with AcquireAll.
+	Workload string
 	// Duration bounds the run (default 30s).
 	Duration time.Duration
 	// TTL of the workers' leases (default 1s).
 	TTL time.Duration
-	// Workers is the number of worker processes (default 4).
+	// Workers is the number of worker processes (default 4; 6 for
+	// WorkloadReadWrite: 4 readers, 2 writers).
 	Workers int
 	// Hold > 0 makes half the workers keep each lease through Hold renew
 	// intervals, reading and writing when they acquire and after each
@@ -75,6 +81,7 @@ type Config struct {
 // Report is the outcome of a run.
 type Report struct {
 	Store              string         // redacted
+	Workload           string         // WorkloadRegister, WorkloadReadWrite or WorkloadTransfer
 	Duration           time.Duration  // wall time of the run
 	TTL                time.Duration  // lease TTL
 	Acquisitions       int            // leases granted
@@ -89,9 +96,18 @@ type Report struct {
 	UnfencedLetThrough int            // operations by a superseded holder, which a register without fencing would accept
 	OverlappingHolders int            // (old, new) holder pairs that overlapped in time
 	Linearizable       bool           // porcupine's verdict
-	Visualization      string         // path of the HTML visualization of a failing history
-	Violations         []string       // what went wrong
-	WorkerErrors       []string       // the last lines the workers wrote to stderr (acquire failures, ...)
+	// Read-write workload.
+	SharedAcquisitions int // readers' acquisitions (AcquireShared)
+	SharedEpochs       int // read epochs (fences) granted to two or more readers
+	Interleavings      int // (writer, older epoch) pairs where a reader's operation was accepted after the writer's: must be 0
+	// Transfer workload.
+	Transfers     int      // accepted transfers (atomic writes of both registers)
+	SumViolations int      // accepted reads of both registers, and the final state, whose sum was not the initial one: must be 0
+	FinalSum      int64    // the registers' sum after the run
+	AcquiredLost  int      // acquisitions returned with a lease (of a set: one of its leases) already lost or past its local deadline
+	Visualization string   // path of the HTML visualization of a failing history
+	Violations    []string // what went wrong
+	WorkerErrors  []string // the last lines the workers wrote to stderr (acquire failures, ...)
 }
 
 // OK reports whether the run found no violation.
@@ -101,8 +117,17 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "store              %s\n", r.Store)
+	if r.Workload != "" && r.Workload != WorkloadRegister {
+		fmt.Fprintf(&b, "workload           %s\n", r.Workload)
+	}
 	fmt.Fprintf(&b, "duration, TTL      %v, %v\n", r.Duration.Round(time.Millisecond), r.TTL)
 	fmt.Fprintf(&b, "acquisitions       %d\n", r.Acquisitions)
+	switch r.Workload {
+	case WorkloadReadWrite:
+		fmt.Fprintf(&b, "  of readers       %d (%d read epochs shared by two or more)\n", r.SharedAcquisitions, r.SharedEpochs)
+	case WorkloadTransfer:
+		fmt.Fprintf(&b, "transfers          %d accepted\n", r.Transfers)
+	}
 	fmt.Fprintf(&b, "register ops       %d (%d with unknown outcome)\n", r.Operations, r.Unknown)
 	var fs []string
 	for _, k := range []string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultRestart} {
@@ -114,7 +139,16 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "stale rejected     %d\n", r.StaleRejected)
 	fmt.Fprintf(&b, "stale ACCEPTED     %d (must be 0)\n", r.StaleAccepted)
 	fmt.Fprintf(&b, "fence regressions  %d (must be 0)\n", r.FenceRegressions)
+	switch r.Workload {
+	case WorkloadReadWrite:
+		fmt.Fprintf(&b, "interleavings      %d (must be 0: a reader's operation accepted after a newer writer's)\n", r.Interleavings)
+	case WorkloadTransfer:
+		fmt.Fprintf(&b, "sum violations     %d (must be 0; final sum %d, want %d)\n", r.SumViolations, r.FinalSum, 2*transferInitial)
+	}
 	fmt.Fprintf(&b, "stuck leases       %d (must be 0)\n", r.StuckLeases)
+	if r.AcquiredLost > 0 {
+		fmt.Fprintf(&b, "acquired lost      %d (returned with a lease already lost or past its local deadline)\n", r.AcquiredLost)
+	}
 	fmt.Fprintf(&b, "longest fail-over  %v\n", r.LongestFailover.Round(time.Millisecond))
 	fmt.Fprintf(&b, "linearizable       %v\n", r.Linearizable)
 	fmt.Fprintf(&b, "without fencing    %d operations of superseded holders would have been let through (%d overlapping holder pairs)\n", r.UnfencedLetThrough, r.OverlappingHolders)
@@ -144,14 +178,15 @@ type runner struct {
 	proxies []*proxy
 	log     func(string, ...any)
 
-	mu      sync.Mutex
-	recs    []record
-	workers []*worker
-	holder  map[int]uint64        // worker id -> fence it holds (acquired, not released or lost)
-	pending map[pendingKey]record // announced register operations without an outcome yet
-	deaths  []death
-	stderr  []string
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	recs     []record
+	workers  []*worker
+	holder   map[int]uint64        // worker id -> fence it holds (acquired, not released or lost)
+	pending  map[pendingKey]record // announced register operations without an outcome yet
+	deaths   []death
+	stderr   []string
+	acquired bool // a worker has acquired the lease
+	wg       sync.WaitGroup
 }
 
 // Run runs the harness and returns its report. The error is for a run that
@@ -166,8 +201,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.TTL <= 0 {
 		cfg.TTL = time.Second
 	}
+	switch cfg.Workload {
+	case "":
+		cfg.Workload = WorkloadRegister
+	case WorkloadRegister, WorkloadReadWrite, WorkloadTransfer:
+	default:
+		return nil, fmt.Errorf("verify: unknown workload %q", cfg.Workload)
+	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+		if cfg.Workload == WorkloadReadWrite {
+			cfg.Workers = 6
+		}
 	}
 	if cfg.Faults == nil {
 		cfg.Faults = []string{FaultKill, FaultStop, FaultLatency, FaultCut}
@@ -177,6 +222,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "leasekit-verify-" + randHex(6) + "-"
+	}
+	if cfg.Workload == WorkloadReadWrite {
+		if err := checkShared(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	keep := cfg.Dir != ""
 	if !keep {
@@ -247,9 +297,15 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 		r.proxies = append(r.proxies, p)
 		wc := workerConfig{ID: i, Store: storeURL, Prefix: cfg.Prefix, Key: cfg.Prefix + "key", TTL: cfg.TTL,
-			Register: cfg.Register, Careless: i%2 == 1}
-		if cfg.Hold > 0 && i%4 < 2 {
-			wc.Hold = cfg.Hold
+			Register: cfg.Register, Careless: i%2 == 1, Workload: cfg.Workload}
+		switch cfg.Workload {
+		case WorkloadReadWrite:
+			wc.Reader = i%3 != 0 // workers 0, 3, ... write; the others read
+		case WorkloadTransfer:
+			wc.Key2 = cfg.Prefix + "key2"
+		}
+		if cfg.Hold > 0 && (i%4 < 2 || wc.Reader) {
+			wc.Hold = cfg.Hold // readers always hold, so that they share
 		}
 		r.wcfgs = append(r.wcfgs, wc)
 	}
@@ -266,7 +322,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Store: redact(cfg.Store), TTL: cfg.TTL, Faults: map[string]int{}}
+	rep := &Report{Store: redact(cfg.Store), Workload: cfg.Workload, TTL: cfg.TTL, Faults: map[string]int{}}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	r.nemesis(runCtx, rep)
 	cancel()
@@ -289,8 +345,17 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		return rep, ctx.Err()
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	if err := cleanup(cctx, cfg.Store, cfg.Prefix, cfg.Prefix+"key"); err != nil {
-		r.log("verify: cleaning up the run's key: %v", err)
+	keys := []string{cfg.Prefix + "key"}
+	if cfg.Workload == WorkloadTransfer {
+		keys = append(keys, cfg.Prefix+"key2")
+	}
+	for _, k := range keys {
+		if err := cleanup(cctx, cfg.Store, cfg.Prefix, k); err != nil {
+			r.log("verify: cleaning up the run's key %s: %v", k, err)
+		}
+	}
+	if cfg.Workload == WorkloadTransfer {
+		r.finalSum(cctx, rep)
 	}
 	ccancel()
 	analyse(rep, recs)
@@ -303,6 +368,9 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d stale operations were accepted", rep.StaleAccepted))
 	}
 	m := model.ToModel()
+	if cfg.Workload == WorkloadTransfer {
+		m = pairModel.ToModel()
+	}
 	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), time.Minute)
 	rep.Linearizable = res == porcupine.Ok
 	switch res {
@@ -420,6 +488,7 @@ func (r *runner) observe(rec record) {
 		return
 	case "acquire":
 		r.holder[rec.W] = rec.Fence
+		r.acquired = true
 	case "release", "lost":
 		if r.holder[rec.W] == rec.Fence {
 			delete(r.holder, rec.W)

@@ -31,6 +31,9 @@ type workerConfig struct {
 	Register string        `json:"register"`
 	Careless bool          `json:"careless"` // does not check the lease between operations
 	Hold     int           `json:"hold"`     // >0: keep each lease through this many renew intervals
+	Workload string        `json:"workload"` // "" (WorkloadRegister), WorkloadReadWrite, WorkloadTransfer
+	Reader   bool          `json:"reader"`   // read-write: a reader (AcquireShared, reads only)
+	Key2     string        `json:"key2"`     // transfer: the second key
 }
 
 // record is one line of a worker's output: an operation or a notice.
@@ -42,8 +45,17 @@ type record struct {
 	Ret   int64  `json:"ret"` // 0: outcome unknown
 	Fence uint64 `json:"fence,omitempty"`
 	Value int64  `json:"value,omitempty"`
-	OK    bool   `json:"ok"`
-	Err   string `json:"err,omitempty"`
+	// Transfer workload: the second key's fence and register value (Fence
+	// and Value are the first key's).
+	Fence2 uint64 `json:"fence2,omitempty"`
+	Value2 int64  `json:"value2,omitempty"`
+	// Shared marks a reader's acquisition and operations (read-write).
+	Shared bool `json:"shared,omitempty"`
+	// LostAtOnce marks an acquisition returned with a lease already lost
+	// or past its local deadline.
+	LostAtOnce bool   `json:"lost_at_once,omitempty"`
+	OK         bool   `json:"ok"`
+	Err        string `json:"err,omitempty"`
 	// Pending marks the announcement of a register operation before it is
 	// sent: if the worker dies before reporting the outcome, the harness
 	// still knows the operation may have happened.
@@ -95,22 +107,36 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		return err
 	}
 	defer store.Close()
-	reg, err := openRegister(ctx, cfg.Register)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
 	client, err := lease.New(store, lease.WithTTL(cfg.TTL), lease.WithHolder(fmt.Sprintf("verify-worker-%d:%d", cfg.ID, os.Getpid())))
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if cfg.Workload == WorkloadTransfer {
+		pair, err := openPairRegister(ctx, cfg.Register)
+		if err != nil {
+			return err
+		}
+		defer pair.Close()
+		out.emit(record{Op: "ready", Call: now(), Ret: now(), OK: true})
+		transferLoop(ctx, cfg, out, client, pair)
+		return nil
+	}
+	reg, err := openRegister(ctx, cfg.Register)
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
 	out.emit(record{Op: "ready", Call: now(), Ret: now(), OK: true})
 	renew := cfg.TTL / 3
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, 10*cfg.TTL)
 		call := now()
-		l, err := client.Acquire(actx, cfg.Key)
+		acquire := client.Acquire
+		if cfg.Reader {
+			acquire = client.AcquireShared
+		}
+		l, err := acquire(actx, cfg.Key)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -120,11 +146,12 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 			time.Sleep(cfg.TTL / 10)
 			continue
 		}
-		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: l.Fence(), OK: true})
+		out.emit(record{Op: "acquire", Call: call, Ret: now(), Fence: l.Fence(), OK: true, Shared: cfg.Reader,
+			LostAtOnce: l.Err() != nil || l.Remaining() <= 0})
 		go func() {
 			<-l.Done()
 			if errors.Is(l.Err(), lease.ErrLost) {
-				out.emit(record{Op: "lost", Call: now(), Ret: now(), Fence: l.Fence(), OK: true, Err: l.Err().Error()})
+				out.emit(record{Op: "lost", Call: now(), Ret: now(), Fence: l.Fence(), OK: true, Err: l.Err().Error(), Shared: cfg.Reader})
 			}
 		}()
 		// One read and write at once, then one after each of Hold renew
@@ -138,7 +165,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 			if !cfg.Careless && l.Err() != nil {
 				break
 			}
-			if !readWrite(ctx, out, reg, l.Fence(), cfg.TTL) {
+			if !readWrite(ctx, out, reg, l.Fence(), cfg.TTL, cfg.Reader) {
 				if !cfg.Careless {
 					break
 				}
@@ -148,26 +175,26 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		call = now()
 		err = l.Release(rctx)
 		rcancel()
-		out.emit(record{Op: "release", Call: call, Ret: now(), Fence: l.Fence(), OK: err == nil, Err: errString(err)})
+		out.emit(record{Op: "release", Call: call, Ret: now(), Fence: l.Fence(), OK: err == nil, Err: errString(err), Shared: cfg.Reader})
 	}
 	return nil
 }
 
-// readWrite does one fenced read and, if accepted, one fenced write of
-// value+1. It reports whether both were accepted.
-func readWrite(ctx context.Context, out *emitter, reg register, fence uint64, ttl time.Duration) bool {
+// readWrite does one fenced read and, if accepted and not readOnly, one
+// fenced write of value+1. It reports whether both were accepted.
+func readWrite(ctx context.Context, out *emitter, reg register, fence uint64, ttl time.Duration, readOnly bool) bool {
 	octx, cancel := context.WithTimeout(ctx, ttl)
 	defer cancel()
 	call := now()
-	out.emit(record{Op: "read", Call: call, Fence: fence, Pending: true})
+	out.emit(record{Op: "read", Call: call, Fence: fence, Pending: true, Shared: readOnly})
 	v, ok, err := reg.Read(octx, fence)
-	r := record{Op: "read", Call: call, Ret: now(), Fence: fence, Value: v, OK: ok, Err: errString(err)}
+	r := record{Op: "read", Call: call, Ret: now(), Fence: fence, Value: v, OK: ok, Err: errString(err), Shared: readOnly}
 	if err != nil {
 		r.Ret = 0 // unknown: it may have been applied
 	}
 	out.emit(r)
-	if !ok || err != nil {
-		return false
+	if !ok || err != nil || readOnly {
+		return ok && err == nil
 	}
 	call = now()
 	out.emit(record{Op: "write", Call: call, Fence: fence, Value: v + 1, Pending: true})

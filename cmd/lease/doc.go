@@ -4,7 +4,7 @@
 //	lease run [flags] -- CMD [ARGS...]
 //	lease status [--json] [flags] KEY
 //	lease demo [flags]
-//	lease verify --store URL [--duration D] [--register postgres://...] [--json]
+//	lease verify --store URL [--workload W] [--duration D] [--register postgres://...] [--json]
 //
 // # Stores
 //
@@ -112,11 +112,16 @@
 // in time and under its own key prefix, and cleans up: worker processes
 // acquire, read and write a fenced register with their fence, while a
 // nemesis kills (kill -9), stops (SIGSTOP past the TTL) and delays or cuts
-// their connections; the history is checked for linearizability. It prints
-// the report (--json for one object) and exits 0 when clean, 1 on any
-// violation (a stale write accepted, a lease stuck past its TTL), 64 on
-// usage errors and 69 when the store or register cannot be reached. See
-// docs/RELIABILITY.md.
+// their connections; the history is checked for linearizability.
+// --workload read-write makes every third worker a writer and the others
+// readers (shared leases, fenced reads) on the one key; it needs a store
+// that keeps shared holds (else exit 64). --workload transfer gives every
+// worker two keys at once (AcquireAll) and two fenced registers, between
+// which it moves amounts in one fenced write of both: their sum must never
+// change. It prints the report (--json for one object) and exits 0 when
+// clean, 1 on any violation (a stale read or write accepted, a sum changed,
+// a lease stuck past its TTL), 64 on usage errors and 69 when the store or
+// register cannot be reached. See docs/RELIABILITY.md.
 //
 // # lease demo
 //

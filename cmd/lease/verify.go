@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,16 +32,17 @@ var verifyFaults = map[string]string{
 func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	var c common
 	var cfg verify.Config
-	var faults, register string
+	var faults, register, workload string
 	var asJSON bool
 	fs := newFlagSet("verify", "[flags]", stderr)
 	c.register(fs)
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
 	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
-	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64)")
+	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64; --workload read-write: 6 unless given)")
 	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
 	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
-	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register row (default: a local file)")
+	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register rows (default: a local file)")
+	fs.StringVar(&workload, "workload", verify.WorkloadRegister, "what the workers do: register (acquire, read, write), read-write (readers and writers on one key), transfer (two keys all or nothing, transfers between two registers)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	if code := fs.parse(args); code >= 0 {
 		return code
@@ -55,6 +57,17 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 		checkCount("hold", cfg.Hold, 0, 1000),
 	); err != nil {
 		return fail(stderr, "verify", exitUsage, "%v", err)
+	}
+	switch workload {
+	case verify.WorkloadRegister, verify.WorkloadReadWrite, verify.WorkloadTransfer:
+		cfg.Workload = workload
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "workers" })
+		if workload == verify.WorkloadReadWrite && !given {
+			cfg.Workers = 6 // 4 readers, 2 writers
+		}
+	default:
+		return fail(stderr, "verify", exitUsage, "--workload: unknown workload %q (want register, read-write, transfer)", workload)
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
@@ -84,9 +97,13 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
 	_, err = s.Inspect(pctx, probe)
 	pcancel()
+	shared := s.Caps().Shared
 	_ = s.Close()
 	if err != nil {
 		return fail(stderr, "verify", exitUnavailable, "reach store %s: %s", safe, redactErr(stripOp(err, "inspect", probe), c.storeURL()))
+	}
+	if cfg.Workload == verify.WorkloadReadWrite && !shared {
+		return fail(stderr, "verify", exitUsage, "--workload read-write: store %s does not keep shared holds (read-write leases)", safe)
 	}
 	cfg.Store = c.storeURL()
 	exe, err := os.Executable()
@@ -103,7 +120,7 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 		defer func() { _ = cleanup(context.Background()) }()
 		cfg.Register = spec
 	}
-	log.Info("verify: starting", "store", safe, "duration", cfg.Duration, "ttl", cfg.TTL, "workers", cfg.Workers)
+	log.Info("verify: starting", "store", safe, "workload", cfg.Workload, "duration", cfg.Duration, "ttl", cfg.TTL, "workers", cfg.Workers)
 	rep, err := verify.Run(ctx, cfg)
 	if err != nil {
 		return fail(stderr, "verify", exitSoftware, "%v", err)

@@ -5,10 +5,13 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasekit/lease/leaseurl"
 )
 
 func TestVerifyFileStore(t *testing.T) {
@@ -59,5 +62,46 @@ func TestVerifyUsageAndCredentials(t *testing.T) {
 		if strings.Contains(r.stdout+r.stderr, pw) {
 			t.Errorf("lease %v printed the password:\n%s%s", tc.args, r.stdout, r.stderr)
 		}
+	}
+}
+
+// lease verify --workload: transfer on the file store; read-write where the
+// file store keeps shared holds, else exit 64; an unknown workload, 64.
+func TestVerifyWorkloads(t *testing.T) {
+	dir := t.TempDir()
+	r := lease(t, "verify", "--store", "file://"+filepath.Join(dir, "leases"), "--workload", "transfer", "--duration", "6s", "--ttl", "300ms", "--json")
+	var rep struct {
+		Workload                               string
+		Acquisitions, Transfers, StaleAccepted int
+		SumViolations                          int
+		FinalSum                               int64
+		Linearizable                           bool
+		Violations                             []string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("lease verify --workload transfer: exit %d, %v\nstdout:\n%s\nstderr:\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if rep.Workload != "transfer" || rep.Transfers < 5 || rep.SumViolations != 0 || rep.FinalSum != 2000 || !rep.Linearizable || len(rep.Violations) != 0 {
+		t.Errorf("report %+v: want a clean transfer run, sum 2000", rep)
+	}
+
+	store := "file://" + filepath.Join(t.TempDir(), "leases")
+	s, err := leaseurl.Open(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := s.Caps().Shared
+	_ = s.Close()
+	r = lease(t, "verify", "--store", store, "--workload", "read-write", "--duration", "4s", "--ttl", "300ms")
+	switch {
+	case !shared && (r.code != 64 || !strings.Contains(r.stderr, "does not keep shared holds")):
+		t.Errorf("read-write on a store without shared holds: exit %d, want 64 and a message\n%s", r.code, r.stderr)
+	case shared && (r.code != 0 || !strings.Contains(r.stdout, "of readers")):
+		t.Errorf("read-write: exit %d, want 0 and a report\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	r = lease(t, "verify", "--workload", "meteor")
+	if r.code != 64 || !strings.Contains(r.stderr, "unknown workload") {
+		t.Errorf("--workload meteor: exit %d, want 64\n%s", r.code, r.stderr)
 	}
 }
