@@ -8,7 +8,8 @@
 //
 // Migrate creates the lease table (WithTable, default "leasekit_leases",
 // "schema.table" allowed, quoted as an identifier) and the queue table beside
-// it (QueueTable), each if missing; no operation creates them. WithNamespace
+// it (QueueTable), each if missing, and adds the columns of shared holds to
+// tables made before them; no operation creates them. WithNamespace
 // isolates keys within a table. A key's row is never deleted: it keeps the
 // key's fence, which only grows, across releases, expiries and restarts (the
 // rows are durable). Expiry is judged by the server's clock
@@ -18,6 +19,13 @@
 // Acquire upserts the row when it is free, expired or already the token's,
 // and otherwise reports the holder in the same statement. RenewMany renews
 // every lease in one statement.
+//
+// Shared holds in a TableStore (Caps.Shared): a key's readers are kept in
+// its row, whose token is then empty, as the jsonb readers column {token:
+// [expiry in µs since the epoch, holder]}; expires_at is the last reader's
+// expiry. A reader joining live readers gets the row's fence, one finding
+// the key free the next fence. The row lock serialises a key's readers and
+// writers, each statement deciding on the row's latest version.
 //
 // [AdvisoryStore]: each lease is also a session-level
 // pg_try_advisory_lock(class, object), class = FNV-1a-32(table, namespace),
@@ -45,7 +53,7 @@
 // (WithMaxWaiters) is exact: a queued attempt first takes a per-key
 // pg_advisory_xact_lock in the same round trip. Release deletes the token's
 // entry and sends NOTIFY on the store's channel, payload the head of the
-// queue, a newline and the key; it commits without waiting for the WAL (a
+// queue (empty if it is a reader), a newline and the key; it commits without waiting for the WAL (a
 // release lost in a crash leaves the lease held until its TTL). An
 // announcement only wakes a waiter: nothing is granted on its word, since any
 // role may call pg_notify.

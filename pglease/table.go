@@ -5,9 +5,14 @@ package pglease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -15,49 +20,185 @@ import (
 // concurrent use and does not own the pool.
 type TableStore struct {
 	base
-	acquireSQL, renewSQL, releaseSQL string
+	acquireSQL, sharedSQL, renewSQL, releaseSQL, infoSQL string
 }
 
-// rowLive is true when the key's row c names a live holder.
+// rowLive is true when the key's row c names a live holder: a writer's
+// token, or the empty token for readers, whose last expiry is c.expires_at.
 const rowLive = `(c.token IS NOT NULL AND c.expires_at > clock_timestamp())`
+
+// Readers: a shared row's readers column maps each reader's token to
+// [expiry in µs since the epoch, holder]. nowMicros is the server's clock
+// in those µs; live(v) is true when the entry v has not expired.
+const nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
+
+func live(v string) string { return `(` + v + `->>0)::int8 > ` + nowMicros }
+
+// readersSet assigns a row the readers (k, v) of from: the empty token (NULL if
+// there is none), the last expiry and the holder of that reader.
+func readersSet(from string) string {
+	return `(token, readers, expires_at, holder) = (SELECT CASE WHEN count(*) > 0 THEN '' END, jsonb_object_agg(k, v),
+		timestamptz 'epoch' + max((v->>0)::int8) * interval '1 microsecond', COALESCE((array_agg(v->>1 ORDER BY (v->>0)::int8 DESC))[1], '')
+	FROM ` + from + `)`
+}
+
+// acquireTail ends both acquire statements: the queue (granted if acq or
+// re, a holder's retry of the other kind, returned the fence) and the row
+// of the outcome.
+const acquireTail = `,
+QUEUE
+SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
+	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
+FROM ah LEFT JOIN (SELECT fence FROM acq UNION ALL SELECT fence FROM re) a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+
+// granted is the queue's GRANTED in both acquire statements.
+const granted = `(EXISTS (SELECT 1 FROM acq) OR EXISTS (SELECT 1 FROM re))`
 
 // tableAcquire takes the row when it is ours and live, or free or expired
 // with no live waiter ahead of us (ah); the fence grows unless it was ours.
 // The upsert is not even tried (so it takes no row lock, and a refused
 // attempt never waits for the holder's release) when the snapshot shows
-// the key held by another live token, or reserved for waiters ahead.
-const tableAcquire = `WITH ` + liveQueue + `,
+// the key held by another live token (or readers), or reserved for waiters
+// ahead. A live reader $3 is refreshed instead (re).
+var tableAcquire = `WITH ` + liveQueue + `,
+re AS (
+	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN k = $3 THEN jsonb_build_array(`+nowMicros+` + $5::float8::int8, $4::text) ELSE v END
+		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
+	RETURNING l.fence
+),
 acq AS (
 	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at)
 	SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::float8 * interval '1 microsecond'
 	WHERE NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> $3 AND ` + rowLive + `)
 		AND ((SELECT n FROM ah) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND x.token = $3))
 	ON CONFLICT (ns, key) DO UPDATE SET
-		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at,
+		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at, readers = NULL,
 		fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE l.fence + 1 END
 	WHERE (l.token = excluded.token AND l.expires_at > clock_timestamp())
 		OR ((l.token IS NULL OR l.expires_at <= clock_timestamp()) AND (SELECT n FROM ah) = 0)
 	RETURNING l.fence
+)` + acquireTail
+
+// sharedAcquire adds $3 to the row's live readers unless a live writer
+// holds it or (ax) a live exclusive waiter is queued ahead of $3; a reader
+// already there is refreshed, and so is a live writer $3 (re). The fence
+// grows unless live readers held.
+var sharedAcquire = `WITH ` + liveQueue + `,
+re AS (
+	UPDATE T AS l SET holder = $4, expires_at = clock_timestamp() + $5::float8 * interval '1 microsecond'
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = $3 AND l.expires_at > clock_timestamp()
+	RETURNING l.fence
 ),
-QUEUE
-SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
-	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
-FROM ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
+ax AS (SELECT count(*) AS n FROM q WHERE NOT shared AND seq < COALESCE((SELECT seq FROM q WHERE token = $3), 9223372036854775807)),
+acq AS (
+	INSERT INTO T AS l (ns, key, token, holder, fence, expires_at, readers)
+	SELECT $1, $2, '', $4, 1, timestamptz 'epoch' + e * interval '1 microsecond', jsonb_build_object($3::text, jsonb_build_array(e, $4::text))
+	FROM (SELECT ` + nowMicros + ` + $5::float8::int8 AS e) n
+	WHERE NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> '' AND ` + rowLive + `)
+		AND ((SELECT n FROM ax) = 0 OR EXISTS (SELECT 1 FROM T x WHERE x.ns = $1 AND x.key = $2 AND ` + live("x.readers->$3") + `))
+	ON CONFLICT (ns, key) DO UPDATE SET
+		fence = CASE WHEN l.token = '' AND l.expires_at > clock_timestamp() THEN l.fence ELSE l.fence + 1 END,
+		` + readersSet(`(SELECT k, v FROM jsonb_each(l.readers) e(k, v) WHERE k <> $3 AND `+live("v")+`
+			UNION ALL SELECT $3, excluded.readers->$3) x(k, v)`) + `
+	WHERE (l.token IS NULL OR l.token = '' OR l.expires_at <= clock_timestamp())
+		AND ((SELECT n FROM ax) = 0 OR ` + live("l.readers->$3") + `)
+	RETURNING l.fence
+)` + acquireTail
+
+// tableRenew renews the leases ($2 keys, $3 tokens, $4 TTLs in µs) of ns
+// $1, writers' and readers' alike, as renewSQL does: a key's readers
+// together, by one update of its row that also drops its expired readers,
+// the readers' rows locked in key order first (lk), as other clients
+// renewing readers of the same keys do, against deadlocks (a writer's row
+// is renewed by its holder alone).
+var tableRenew = `WITH r AS (
+	SELECT * FROM unnest($2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS r(key, token, ttl, i)
+),
+u AS (
+	UPDATE T AS l SET expires_at = clock_timestamp() + r.ttl * interval '1 microsecond'
+	FROM r WHERE l.ns = $1 AND l.key = r.key AND l.token = r.token AND r.token <> '' AND l.expires_at > clock_timestamp()
+	RETURNING r.i, l.fence
+),
+g AS (SELECT key, jsonb_object_agg(token, ttl::int8) AS ttls, array_agg(i) AS ids, array_agg(token) AS tokens FROM r GROUP BY key),
+lk AS MATERIALIZED (SELECT c.key FROM T c WHERE c.ns = $1 AND c.key IN (SELECT key FROM g) AND c.token = '' ORDER BY c.key FOR UPDATE),
+s AS (
+	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN g.ttls ? k THEN jsonb_build_array(`+nowMicros+` + (g.ttls->>k)::int8, v->1) ELSE v END
+		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
+	FROM g JOIN lk ON lk.key = g.key WHERE l.ns = $1 AND l.key = g.key AND l.token = '' AND l.expires_at > clock_timestamp()
+	RETURNING ARRAY(SELECT i FROM unnest(g.ids, g.tokens) t(i, token) WHERE l.readers ? t.token) AS ids, l.fence
+),
+v AS (SELECT i, fence FROM u UNION ALL SELECT unnest(ids), fence FROM s)
+SELECT ARRAY(SELECT i FROM v ORDER BY i), ARRAY(SELECT fence FROM v ORDER BY i), pg_backend_pid(), ''::text`
+
+// tableRelease frees the row if $3 is its live writer, or takes reader $3
+// out of it (the last live reader frees it), and does the rest as
+// releaseSQL does: $3 leaves the queue, up to 8 expired entries of ns are
+// swept, and a freed key, or a waiter leaving a FREE key's queue, is
+// announced; it commits without waiting for the WAL.
+var tableRelease = `WITH w AS (
+	UPDATE T c SET token = NULL, holder = '', expires_at = NULL, pid = NULL
+	WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND $3 <> '' AND c.expires_at > clock_timestamp()
+	RETURNING true AS freed
+),
+r AS (
+	UPDATE T AS l SET ` + readersSet(`(SELECT k, v FROM jsonb_each(l.readers) e(k, v) WHERE k <> $3 AND `+live("v")+`) x(k, v)`) + `
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
+	RETURNING l.token IS NULL AS freed
+),
+x AS (SELECT freed FROM w UNION ALL SELECT freed FROM r),
+d AS (DELETE FROM Q WHERE ns = $1 AND key = $2 AND token = $3 AND EXISTS (SELECT 1 FROM x) IS NOT NULL RETURNING 1),
+gc AS (
+	DELETE FROM Q WHERE (ns, key, token) IN (SELECT ns, key, token FROM Q WHERE ns = $1
+		AND expires_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM x) IS NOT NULL LIMIT 8 FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+),
+n AS (
+	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
+		AND token <> $3 AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
+	WHERE EXISTS (SELECT 1 FROM x WHERE freed) OR (EXISTS (SELECT 1 FROM d) AND FREE)
+)
+SELECT EXISTS (SELECT 1 FROM x), (SELECT count(*) FROM n), set_config('synchronous_commit', 'off', true)`
 
 func newTable(pool *pgxpool.Pool, c config) *TableStore {
 	b := newBase(pool, c, func(int) string { return rowLive })
+	// A reader may write fenced too; '' is no writer's token.
+	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND ((c.token = $3 AND $3 <> '')
+	OR (c.token = '' AND ` + live("c.readers->$3") + `)) AND ` + rowLive + ` FOR SHARE OF c`)
 	notLive := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND ` + rowLive + `)`
+	// A waiter that leaves a key no writer holds announces it: readers
+	// queued behind it may join the readers.
+	noWriter := `NOT EXISTS (SELECT 1 FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token <> '' AND ` + rowLive + `)`
+	queue := fill(queueAfter, "GRANTED", granted, "FREE", notLive)
 	return &TableStore{
 		base:       b,
-		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", fill(queueAfter, "GRANTED", "EXISTS (SELECT 1 FROM acq)", "FREE", notLive))),
-		renewSQL:   b.sql(fill(renewSQL, "COND", "l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
-		releaseSQL: b.release("c.expires_at > clock_timestamp()", notLive),
+		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", queue)),
+		sharedSQL:  b.sql(fill(sharedAcquire, "QUEUE", fill(queue, "SHARED", "true"))),
+		renewSQL:   b.sql(tableRenew),
+		releaseSQL: b.sql(fill(tableRelease, "FREE", noWriter)),
+		infoSQL: b.sql(`SELECT ` + rowLive + `, COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
+	(SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) FROM T c WHERE c.ns = $1 AND c.key = $2`),
 	}
 }
 
-// Acquire takes r.Key for r.Token in one statement (see driver.Store).
+// Caps reports a FIFO store that keeps shared holds.
+func (s *TableStore) Caps() driver.Caps {
+	c := s.base.Caps()
+	c.Shared = true
+	return c
+}
+
+// Acquire takes r.Key for r.Token in one statement (see driver.Store), as
+// one of its readers if r.Shared.
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	a, err := s.acquire(ctx, s.pool, r, s.acquireSQL)
+	if r.Token == "" { // '' marks the readers' rows
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, lease.Invalid("token", "empty"))
+	}
+	sql := s.acquireSQL
+	if r.Shared {
+		sql = s.sharedSQL
+	}
+	a, err := s.acquire(ctx, s.pool, r, sql)
 	return a.result(r, s.maxWaiters, err)
 }
 
@@ -66,7 +207,7 @@ func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
 	return s.RenewMany(ctx, []driver.Request{r})[0]
 }
 
-// RenewMany renews rs in one statement.
+// RenewMany renews rs, writers and readers, in one statement.
 func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
 	errs := make([]error, len(rs))
@@ -76,12 +217,31 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 	return errs
 }
 
-// Release frees r.Key if r.Token holds it, takes r.Token out of the key's
-// queue and announces the release.
+// Release frees r.Key if r.Token holds it (as a reader: if it was the last
+// live one), takes r.Token out of the key's queue and announces the
+// release of a key it freed.
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
 	var released bool
 	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
 	return opErr("release", r.Key, released, err)
+}
+
+// Inspect reports who holds key, and its live readers; for a free key,
+// Fence is the last granted.
+func (s *TableStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	info := driver.Info{Key: key}
+	var fence, us, readers int64
+	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key).Scan(&info.Held, &info.Shared, &info.Holder, &fence, &us, &readers)
+	switch {
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+	case !info.Held:
+		return driver.Info{Key: key, Fence: uint64(fence)}, nil
+	case info.Shared:
+		info.Readers = int(readers)
+	}
+	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
+	return info, nil
 }
 
 // Close does nothing: the store holds no resources of its own.
