@@ -86,7 +86,7 @@ func readHeavySection(w func(string, ...any), rs []Result, x index, m Meta) {
 func acquireAllSection(w func(string, ...any), rs []Result, x index, m Meta) {
 	w("\n## 7. All or nothing: %d clients, %d keys of %d under contention, %s ms hold\n\n", m.Plan.Workers, allPick, allKeys, f1(ms(m.Plan.Hold)))
 	w("Each client (its own connection/session/client) loops: pick %d distinct keys of a set of %d at random, in random order (so the clients' sets overlap and come in different orders), acquire them all, hold %s ms (nanosleep), release them all. "+
-		"leasekit uses `Client.AcquireAll` (it never waits while holding a key: when a key is held it releases the others, waits for that one in its queue and tries the set again; a fence per key). "+
+		"leasekit uses `Client.AcquireAll` (it waits in key order while holding keys, for at most the renew interval, then releases them and waits for the refused key holding nothing; a fence per key). "+
 		"The peer is the naive approach a user of a Go Redis lock takes: redislock (ExponentialBackoff 4–512 ms per key, as in §2) on each key one by one, in sorted order so that it cannot deadlock, without fences; no Go peer has an all-or-nothing call. "+
 		"On the other stores leasekit runs alone. Systems run interleaved in rounds of 4 s as in §2, %.0f s each in total, after an unmeasured warm-up; as in §6 an acquire call is never cut short when a round ends. "+
 		"**Deadlock check:** every call is bounded by %.0f s; a call that reaches it counts as a *timeout* (its wait enters the percentiles as the bound) and the run must report 0 (a deadlock between clients would show as timeouts, not as a hung run). TTL 5 s.\n\n",

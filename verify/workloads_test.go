@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/leasetest"
-	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/verify"
 )
 
@@ -123,30 +122,10 @@ func everyStore(t *testing.T, workload string) {
 			cfg := sc.setup(t)
 			cfg.Workload = workload
 			if workload == verify.WorkloadReadWrite {
-				skipUnlessShared(t, cfg.Store)
 			}
 			rep := run(t, cfg)
 			checkWorkload(t, rep, sc.faults...)
 		})
-	}
-}
-
-// skipUnlessShared skips the read-write run on a store that does not keep
-// shared holds (Caps.Shared false): on issue #23's way, while the stores
-// get them. TODO(#23): remove once every store keeps shared holds, so that
-// one that does not fails here.
-func skipUnlessShared(t *testing.T, store string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := leaseurl.Open(ctx, store)
-	if err != nil {
-		t.Fatalf("open %s: %v", leaseurl.Redact(store), err)
-	}
-	shared := s.Caps().Shared
-	_ = s.Close()
-	if !shared {
-		t.Skipf("SKIP (issue #23, temporary): %s does not keep shared holds yet (Caps.Shared is false): the read-write workload runs once the store's shared holds land", leaseurl.Redact(store))
 	}
 }
 
@@ -197,7 +176,6 @@ func TestReadWriteWithoutFencing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	store := "file://" + filepath.Join(dir, "leases")
-	skipUnlessShared(t, store)
 	rep := run(t, verify.Config{Store: store, TTL: 300 * time.Millisecond,
 		Workload: verify.WorkloadReadWrite, Register: "unfenced:" + filepath.Join(dir, "register"),
 		Faults: []string{verify.FaultStop}, Duration: workloadDuration(t, 0)})
