@@ -121,8 +121,6 @@ func everyStore(t *testing.T, workload string) {
 			t.Parallel()
 			cfg := sc.setup(t)
 			cfg.Workload = workload
-			if workload == verify.WorkloadReadWrite {
-			}
 			rep := run(t, cfg)
 			checkWorkload(t, rep, sc.faults...)
 		})
