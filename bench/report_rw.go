@@ -42,7 +42,7 @@ func skippedIn(rs []Result, scenario string) []string {
 
 func readHeavySection(w func(string, ...any), rs []Result, x index, m Meta) {
 	w("\n## 6. Read-heavy contention: %d readers + %d writers, one key, %s ms hold\n\n", rwReaders, rwWriters, f1(ms(m.Plan.Hold)))
-	w("Each of %d readers and %d writers has its own connection/session/client and loops: acquire (readers shared, writers exclusive), hold %s ms (nanosleep, as in §2), release, acquire again at once. "+
+	w("Each of %d readers and %d writers has its own connection/session/client (connected at the start of each of its system's phases and closed at the end, so that one system's connections are open at a time) and loops: acquire (readers shared, writers exclusive), hold %s ms (nanosleep, as in §2), release, acquire again at once. "+
 		"leasekit's shared lease runs on every store whose `Caps.Shared` is true at run time; where a store has none yet, its row is missing and the skip is listed below the table. "+
 		"It is compared with etcd's `experimental/recipes` RWMutex on etcd (the Go peer of Redisson's RReadWriteLock model: readers and writers queue by create revision, a writer waits for every earlier key, a reader for earlier writers; it gives no fence) "+
 		"and, on the stores without a Go read-write lock, with leasekit's exclusive lease doing the same work (readers take it exclusively too): what a caller without read-write leases gets. "+
@@ -85,7 +85,7 @@ func readHeavySection(w func(string, ...any), rs []Result, x index, m Meta) {
 
 func acquireAllSection(w func(string, ...any), rs []Result, x index, m Meta) {
 	w("\n## 7. All or nothing: %d clients, %d keys of %d under contention, %s ms hold\n\n", m.Plan.Workers, allPick, allKeys, f1(ms(m.Plan.Hold)))
-	w("Each client (its own connection/session/client) loops: pick %d distinct keys of a set of %d at random, in random order (so the clients' sets overlap and come in different orders), acquire them all, hold %s ms (nanosleep), release them all. "+
+	w("Each client (its own connection/session/client, connected per phase as in §6) loops: pick %d distinct keys of a set of %d at random, in random order (so the clients' sets overlap and come in different orders), acquire them all, hold %s ms (nanosleep), release them all. "+
 		"leasekit uses `Client.AcquireAll` (it waits in key order while holding keys, for at most the renew interval, then releases them and waits for the refused key holding nothing; a fence per key). "+
 		"The peer is the naive approach a user of a Go Redis lock takes: redislock (ExponentialBackoff 4–512 ms per key, as in §2) on each key one by one, in sorted order so that it cannot deadlock, without fences; no Go peer has an all-or-nothing call. "+
 		"On the other stores leasekit runs alone. Systems run interleaved in rounds of 4 s as in §2, %.0f s each in total, after an unmeasured warm-up; as in §6 an acquire call is never cut short when a round ends. "+

@@ -283,12 +283,18 @@ type loopStats struct {
 	held     time.Duration
 }
 
-// extRun is one system's measurement in scenario 6 or 7, set up once and
-// run in phases interleaved with the other systems' (as §2).
+// extRun is one system's measurement in scenario 6 or 7, run in phases
+// interleaved with the other systems' (as §2). Its workers connect at the
+// start of each phase and disconnect at its end, so that only one system's
+// connections are open at a time (72 PostgreSQL clients kept open at once
+// exceeded the server's max_connections).
 type extRun struct {
 	sys      extSystem
+	env      *Env
 	scenario string
 	hold     time.Duration
+	ttl      time.Duration
+	key      string
 	skipped  string
 	rw       []RWLocker
 	multi    []MultiLocker
@@ -304,21 +310,32 @@ type extRun struct {
 }
 
 func setupExt(ctx context.Context, env *Env, sys extSystem, scenario string, workers int, hold time.Duration) *extRun {
-	c := &extRun{sys: sys, scenario: scenario, hold: hold}
-	ttl := max(5*time.Second, sys.MinTTL)
-	key := fmt.Sprintf("%s-%s-%s", scenario, sys.Name, sys.Store)
+	c := &extRun{sys: sys, env: env, scenario: scenario, hold: hold}
+	c.ttl = max(5*time.Second, sys.MinTTL)
+	c.key = fmt.Sprintf("%s-%s-%s", scenario, sys.Name, sys.Store)
 	if scenario == "acquire-all" {
 		for i := range allKeys {
-			c.keys = append(c.keys, fmt.Sprintf("%s-k%d", key, i))
+			c.keys = append(c.keys, fmt.Sprintf("%s-k%d", c.key, i))
 		}
-		c.multi = make([]MultiLocker, workers)
 		c.roles = make([]int, workers)
 	} else {
-		c.rw = make([]RWLocker, rwReaders+rwWriters)
 		c.roles = make([]int, rwReaders+rwWriters)
 		for i := rwReaders; i < len(c.roles); i++ {
 			c.roles[i] = 1
 		}
+	}
+	c.open(ctx) // a first connection, to find out whether the system can run
+	c.close()
+	c.reset()
+	return c
+}
+
+// open connects every worker, or sets c.skipped.
+func (c *extRun) open(ctx context.Context) {
+	if c.scenario == "acquire-all" {
+		c.multi = make([]MultiLocker, len(c.roles))
+	} else {
+		c.rw = make([]RWLocker, len(c.roles))
 	}
 	errs := make([]error, len(c.roles))
 	var wg sync.WaitGroup
@@ -328,9 +345,9 @@ func setupExt(ctx context.Context, env *Env, sys extSystem, scenario string, wor
 		go func() {
 			defer wg.Done()
 			if c.multi != nil {
-				c.multi[i], errs[i] = sys.NewMulti(sctx, env, ttl)
+				c.multi[i], errs[i] = c.sys.NewMulti(sctx, c.env, c.ttl)
 			} else {
-				c.rw[i], errs[i] = sys.NewRW(sctx, env, key, ttl)
+				c.rw[i], errs[i] = c.sys.NewRW(sctx, c.env, c.key, c.ttl)
 			}
 		}()
 	}
@@ -344,10 +361,7 @@ func setupExt(ctx context.Context, env *Env, sys extSystem, scenario string, wor
 			}
 		}
 		c.close()
-		return c
 	}
-	c.reset()
-	return c
 }
 
 func (c *extRun) reset() {
@@ -369,6 +383,10 @@ func (c *extRun) phase(ctx context.Context, dur time.Duration) {
 	if c.skipped != "" {
 		return
 	}
+	if c.open(ctx); c.skipped != "" {
+		return
+	}
+	defer c.close()
 	var stop atomic.Bool
 	start := time.Now()
 	var wg sync.WaitGroup
