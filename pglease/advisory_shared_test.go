@@ -20,8 +20,6 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
-func readerReq(r driver.Request) driver.Request { r.Shared = true; return r }
-
 // TestAdvisoryReadersRaceShareFence: readers of 8 stores (8 sessions) rush
 // a key a writer just left, or a key never taken: all are granted, with one
 // fence above the writer's.
@@ -50,7 +48,7 @@ func TestAdvisoryReadersRaceShareFence(t *testing.T) {
 		rs, fences, errs := make([]driver.Request, 8), make([]uint64, 8), make([]error, 8)
 		var wg sync.WaitGroup
 		for i := range 8 {
-			rs[i] = readerReq(req(key, fmt.Sprintf("r%d", i), ttl))
+			rs[i] = asReader(req(key, fmt.Sprintf("r%d", i), ttl))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -84,7 +82,7 @@ func TestAdvisorySessionReadersAndWriter(t *testing.T) {
 	other := newStore(t, pool, pglease.ModeAdvisory, pglease.WithNamespace(s.Namespace()))
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 5 * time.Second
-	a, b, w := readerReq(req("k", "A", ttl)), readerReq(req("k", "B", ttl)), req("k", "W", ttl)
+	a, b, w := asReader(req("k", "A", ttl)), asReader(req("k", "B", ttl)), req("k", "W", ttl)
 	ga, err := s.Acquire(ctx, a)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +132,7 @@ func TestAdvisoryReaderLeavesAtOnce(t *testing.T) {
 	other := newStore(t, pool, pglease.ModeAdvisory, pglease.WithNamespace(s.Namespace()))
 	ctx := testCtx(t, 30*time.Second)
 	const ttl = 10 * time.Second
-	killed, stay := readerReq(req("k", "killed", ttl)), readerReq(req("k", "stay", 2*ttl))
+	killed, stay := asReader(req("k", "killed", ttl)), asReader(req("k", "stay", 2*ttl))
 	g, err := s.Acquire(ctx, killed)
 	if err == nil {
 		_, err = s.Acquire(ctx, stay)
@@ -183,7 +181,7 @@ func TestAdvisoryReaderFencedTx(t *testing.T) {
 	pool := sharedPool(t)
 	s := newStore(t, pool, pglease.ModeAdvisory)
 	ctx := testCtx(t, 30*time.Second)
-	r := readerReq(req("k", "R", 10*time.Second))
+	r := asReader(req("k", "R", 10*time.Second))
 	g, err := s.Acquire(ctx, r)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +190,7 @@ func TestAdvisoryReaderFencedTx(t *testing.T) {
 	if err := s.FencedTx(ctx, ref{r, g.Fence}, ok); err != nil {
 		t.Fatalf("a live reader's FencedTx: %v", err)
 	}
-	foreign := ref{readerReq(req("k", "F", time.Second)), g.Fence}
+	foreign := ref{asReader(req("k", "F", time.Second)), g.Fence}
 	if err := s.FencedTx(ctx, foreign, ok); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("FencedTx with a foreign token = %v, want ErrNotHeld", err)
 	}
@@ -214,7 +212,7 @@ func TestAdvisoryWriterLeavesReaders(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	sub := subscribe(t, ctx, s)
 	const ttl = 10 * time.Second
-	r1, w, r2 := readerReq(req("k", "r1", ttl)), req("k", "w", ttl), readerReq(req("k", "r2", ttl))
+	r1, w, r2 := asReader(req("k", "r1", ttl)), req("k", "w", ttl), asReader(req("k", "r2", ttl))
 	w.Queue, r2.Queue = true, true
 	g, err := s.Acquire(ctx, r1)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/leasekit/lease/pglease"
 )
 
+// asReader returns r as a shared (reader's) request.
 func asReader(r driver.Request) driver.Request { r.Shared = true; return r }
 
 // TestSharedRenewManyMixed: one RenewMany renews a writer and two readers
