@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +32,7 @@ type Client struct {
 	log   *slog.Logger
 	clock Clock
 	hub   *hub
+	ids   atomic.Uint64 // the last Lease.id
 
 	mu       sync.Mutex
 	leases   map[*Lease]struct{}
@@ -122,7 +124,7 @@ func (c *Client) validKey(key string) error {
 // (HeldError.Self), whichever goroutine asks.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
-	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
+	return c.run(ctx, key, p, err, func(start time.Time) (*Lease, error) {
 		return c.attempt(ctx, c.request(key, p, false), p, start, new(time.Time))
 	})
 }
@@ -135,7 +137,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...AcquireOpti
 // ctx's error too.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	p, err := c.prepare(key, opts)
-	return c.run(key, p, err, func(start time.Time) (*Lease, error) {
+	return c.run(ctx, key, p, err, func(start time.Time) (*Lease, error) {
 		if l, err := c.own(key, p); l != nil || err != nil {
 			return l, err
 		}
@@ -182,7 +184,7 @@ func (c *Client) TryAcquireShared(ctx context.Context, key string, opts ...Acqui
 var shared LeaseOption = func(p *params) { p.shared, p.reentry = true, false }
 
 // run reports a failed acquisition to the observers; err is its input's.
-func (c *Client) run(key string, p params, err error, acquire func(start time.Time) (*Lease, error)) (*Lease, error) {
+func (c *Client) run(ctx context.Context, key string, p params, err error, acquire func(start time.Time) (*Lease, error)) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +193,7 @@ func (c *Client) run(key string, p params, err error, acquire func(start time.Ti
 	if err != nil && len(c.obs) > 0 && !errors.Is(err, ErrInvalid) {
 		now := c.clock.Now()
 		c.mu.Lock()
-		c.unlockEmit(Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err})
+		c.unlockEmit(Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err, Context: ctx})
 	}
 	return l, err
 }
@@ -334,7 +336,7 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	}
 	c.kickLocked(l.nextRenew)
 	ev := l.event(EventAcquired, sent)
-	ev.Wait = sent.Sub(start)
+	ev.Wait, ev.Context = sent.Sub(start), ctx
 	c.unlockEmit(ev)
 	if watch != nil {
 		c.spawn(func() { c.watchLost(watch) })

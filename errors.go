@@ -25,7 +25,21 @@ var (
 	// ErrQueueFull: the key's queue of waiters is full; Acquire returns it
 	// at once. The error is a *QueueFullError.
 	ErrQueueFull = errors.New("lease: queue of waiters full")
+	// ErrBroken: an operator broke the lease (Client.ForceRelease); the store
+	// no longer holds the key for this token. It matches ErrNotHeld too.
+	ErrBroken error = &childError{"lease: broken by an operator", ErrNotHeld}
 )
+
+// childError is a sentinel that also matches its parent.
+type childError struct {
+	msg    string
+	parent error
+}
+
+func (e *childError) Error() string { return e.msg }
+
+// Unwrap returns the parent sentinel.
+func (e *childError) Unwrap() error { return e.parent }
 
 // QueueFullError says that a waiter could not join the queue of Key, which
 // holds Max live waiters (0: unknown). It matches ErrQueueFull.

@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // EventKind says what an Event reports.
 type EventKind int
@@ -13,9 +16,10 @@ const (
 	EventLost                               // Reason and Err say why
 	EventReleased                           // released by its holder
 	EventAcquireFailed                      // Err is the error returned (not for invalid input), Wait the time spent
+	EventBroken                             // this Client broke Key (ForceRelease): Holder and Fence are the evicted hold's
 )
 
-var kindNames = [...]string{"unknown", "acquired", "renewed", "renew_failed", "lost", "released", "acquire_failed"}
+var kindNames = [...]string{"unknown", "acquired", "renewed", "renew_failed", "lost", "released", "acquire_failed", "broken"}
 
 func (k EventKind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -33,6 +37,7 @@ const (
 	LossNotHeld  LossReason = "not_held" // the store no longer held the token
 	LossSession  LossReason = "session"  // the store's session under the lease died
 	LossMaxHold  LossReason = "max_hold" // held for WithMaxHold's duration: given up
+	LossBroken   LossReason = "broken"   // an operator broke the lease (ForceRelease)
 )
 
 // Event is one thing that happened to a lease (or a failed acquisition),
@@ -49,6 +54,12 @@ type Event struct {
 	Err     error
 	// Shared says the lease is a reader's (Client.AcquireShared).
 	Shared bool
+	// ID tells the Client's leases apart (from 1, never reused); 0 for
+	// EventAcquireFailed and EventBroken.
+	ID uint64
+	// Context is the caller's ctx, for the events of a call: acquired,
+	// acquire_failed and released (a tracer's parent span); nil otherwise.
+	Context context.Context
 }
 
 // Observer receives lease events, for metrics and tracing. Observe is called

@@ -214,6 +214,8 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			ev := l.event(EventRenewed, now)
 			ev.Latency = now.Sub(sent)
 			evs = append(evs, ev)
+		case errors.Is(err, ErrBroken):
+			evs = append(evs, c.loseLocked(l, LossBroken, err))
 		case errors.Is(err, ErrNotHeld):
 			evs = append(evs, c.loseLocked(l, LossNotHeld, err))
 		default:

@@ -19,6 +19,7 @@ type Lease struct {
 	fence  uint64
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	id     uint64 // Event.ID
 
 	// Guarded by c.mu.
 	err         error         // nil while held
@@ -37,7 +38,7 @@ type Lease struct {
 func newLease(c *Client, req driver.Request, p params, fence uint64, from time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel,
+		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel, id: c.ids.Add(1),
 		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: from.Add(p.renew),
 	}
 	if p.maxHold > 0 {
@@ -125,7 +126,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	err := c.releaseStore(ctx, l.req, deadline)
 	c.mu.Lock()
-	c.unlockEmit(l.event(EventReleased, c.clock.Now()))
+	ev := l.event(EventReleased, c.clock.Now())
+	ev.Context = ctx
+	c.unlockEmit(ev)
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
 	}
@@ -188,5 +191,5 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 }
 
 func (l *Lease) event(kind EventKind, at time.Time) Event {
-	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at, Shared: l.req.Shared}
+	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at, Shared: l.req.Shared, ID: l.id}
 }

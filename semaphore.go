@@ -23,7 +23,7 @@ const semTag = " [sem n="
 // same n for a key; a holder seen with another n is an *InvalidError.
 func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts ...AcquireOption) (*Lease, error) {
 	s, err := c.newSemaphore(key, n, opts)
-	return c.run(key, s.p, err, func(start time.Time) (*Lease, error) {
+	return c.run(ctx, key, s.p, err, func(start time.Time) (*Lease, error) {
 		return c.wait(ctx, key, s.p, "", s.slots, func(ctx context.Context) (*Lease, error) { return s.try(ctx, start) })
 	})
 }
@@ -33,7 +33,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, key string, n int, opts .
 // the earliest expiry among the slots. See AcquireSemaphore.
 func (c *Client) TrySemaphore(ctx context.Context, key string, n int, opts ...AcquireOption) (*Lease, error) {
 	s, err := c.newSemaphore(key, n, opts)
-	return c.run(key, s.p, err, func(start time.Time) (*Lease, error) { return s.try(ctx, start) })
+	return c.run(ctx, key, s.p, err, func(start time.Time) (*Lease, error) { return s.try(ctx, start) })
 }
 
 // semaphore is one acquisition of a semaphore.
