@@ -46,6 +46,7 @@ type record struct {
 	expires       time.Time
 	readers       map[string]reader // by token; expired ones until pruned
 	queue         []fifo.Waiter
+	broken        map[string]time.Time // evicted tokens' tombstones, until when
 }
 
 // reader is one shared hold of a key.
@@ -153,7 +154,8 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	return driver.Grant{}, held
 }
 
-// Renew extends the lease to r.TTL from now if r.Token still holds r.Key.
+// Renew extends the lease to r.TTL from now if r.Token still holds r.Key;
+// a token whose hold was broken gets an error matching lease.ErrBroken.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return s.RenewMany(ctx, []driver.Request{r})[0]
 }
@@ -177,7 +179,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		case k.reads(r.Token, now):
 			k.readers[r.Token] = reader{holder: k.readers[r.Token].holder, expires: now.Add(r.TTL)}
 		default:
-			errs[i] = fmt.Errorf("memlease: renew %q: %w", r.Key, lease.ErrNotHeld)
+			errs[i] = k.brokenErr("renew", r.Key, r.Token, now)
 		}
 	}
 	return errs
