@@ -38,8 +38,9 @@ type KeyInfo struct {
 	Holders []HolderInfo
 	// Waiters are the queued waiters, head first (FIFO stores).
 	Waiters []WaiterInfo
-	// Broken counts the evicted holds whose tombstones still live.
-	Broken int
+	// Broken are the IDs of the holds a break evicted whose tombstones
+	// still live, where the store can tell.
+	Broken []string
 }
 
 // HolderInfo is one live hold of a listed key.
@@ -150,7 +151,10 @@ func (c *Client) ForceRelease(ctx context.Context, key string) (KeyInfo, error) 
 
 // keyInfo converts a store's Entry, hiding tokens behind digests.
 func keyInfo(e driver.Entry) KeyInfo {
-	k := KeyInfo{Key: e.Key, Kind: KindFree, Broken: len(e.Broken)}
+	k := KeyInfo{Key: e.Key, Kind: KindFree}
+	for _, tok := range e.Broken {
+		k.Broken = append(k.Broken, digest(tok))
+	}
 	for _, h := range e.Holders {
 		holder, n := untag(h.Holder)
 		k.Holders = append(k.Holders, HolderInfo{ID: digest(h.Token), Holder: holder, Fence: h.Fence, Remaining: h.Remaining, Shared: h.Shared})

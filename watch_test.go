@@ -1,4 +1,4 @@
-// Tests of Client.WaitRelease, Holder and TTL on the in-memory store.
+// Tests of Client.List, ForceRelease and Watch on the in-memory store.
 package lease_test
 
 import (
@@ -8,92 +8,107 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/memlease"
 )
 
-func TestWaitRelease(t *testing.T) {
-	cs, _ := memClients(t, 2, lease.WithTTL(10*time.Second), lease.WithHolder("w1"))
-	ctx := testCtx(t, 20*time.Second)
-	if cs[0].Holder() != "w1" || cs[0].TTL() != 10*time.Second {
-		t.Errorf("Holder(), TTL() = %q, %v; want %q, %v", cs[0].Holder(), cs[0].TTL(), "w1", 10*time.Second)
+func TestWatch(t *testing.T) {
+	cs, store := memClients(t, 2, lease.WithTTL(2*time.Second))
+	ctx := testCtx(t, 30*time.Second)
+	changes := make(chan lease.Change, 16)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer close(changes)
+		for ch, err := range cs[1].Watch(wctx, "w/", 20*time.Millisecond) {
+			if err != nil {
+				done <- err
+				return
+			}
+			changes <- ch
+		}
+		done <- nil
+	}()
+	next := func(want lease.ChangeKind, key string) lease.Change {
+		t.Helper()
+		select {
+		case ch := <-changes:
+			if ch.Kind != want || ch.Key != key {
+				t.Fatalf("change = %+v, want %s of %q", ch, want, key)
+			}
+			return ch
+		case err := <-done:
+			t.Fatalf("Watch ended waiting for %s of %q: %v", want, key, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s change of %q within 10s", want, key)
+		}
+		return lease.Change{}
 	}
-	l, err := cs[0].TryAcquire(ctx, "watched")
+	time.Sleep(50 * time.Millisecond) // the first listing: no changes for what is there
+	l, err := cs[0].TryAcquire(ctx, "w/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No release: false after d.
-	start := time.Now()
-	got, err := cs[1].WaitRelease(ctx, "watched", 100*time.Millisecond)
-	if err != nil || got {
-		t.Errorf("WaitRelease without a release: %v, %v; want false, nil", got, err)
+	if ch := next(lease.ChangeAcquired, "w/a"); ch.Holder.Fence != l.Fence() || ch.Holder.ID == l.Token() {
+		t.Errorf("acquired change = %+v, want fence %d and a digest, not the token", ch, l.Fence())
 	}
-	if d := time.Since(start); d < 90*time.Millisecond {
-		t.Errorf("WaitRelease returned after %v, want after 100ms", d)
+	if _, err := cs[0].TryAcquire(ctx, "x/outside"); err != nil {
+		t.Fatal(err)
 	}
-	// A release is announced long before d.
-	done := make(chan error, 1)
-	go func() {
-		got, err := cs[1].WaitRelease(ctx, "watched", 10*time.Second)
-		if err == nil && !got {
-			err = errors.New("not announced")
-		}
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("WaitRelease across a release: %v", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("WaitRelease did not return within 3s of the release")
-	}
-	// ctx and Close end it.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := cs[1].WaitRelease(cctx, "watched", time.Second); !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitRelease with a cancelled ctx: %v, want context.Canceled", err)
-	}
-	if _, err := cs[1].WaitRelease(ctx, "", time.Second); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("WaitRelease of an empty key: %v, want ErrInvalid", err)
-	}
-	go func() {
-		_, err := cs[1].WaitRelease(ctx, "watched", 10*time.Second)
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	if err := cs[1].Close(); err != nil {
+	next(lease.ChangeReleased, "w/a")
+	l, err = cs[0].TryAcquire(ctx, "w/b")
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, lease.ErrClosed) {
-			t.Errorf("WaitRelease when the Client closed: %v, want ErrClosed", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("WaitRelease did not return within 3s of Close")
+	next(lease.ChangeAcquired, "w/b")
+	if _, err := cs[1].ForceRelease(ctx, "w/b"); err != nil {
+		t.Fatal(err)
+	}
+	next(lease.ChangeBroken, "w/b")
+	<-l.Done()
+	if !errors.Is(l.Err(), lease.ErrBroken) {
+		t.Errorf("the broken lease's Err = %v, want one matching ErrBroken", l.Err())
+	}
+	// A holder that dies: its TTL runs out.
+	r := driver.Request{Key: "w/c", Token: "0123456789abcdef0123456789abcdef", Holder: "dead", TTL: 300 * time.Millisecond}
+	if _, err := store.Acquire(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	next(lease.ChangeAcquired, "w/c")
+	next(lease.ChangeExpired, "w/c")
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Watch: %v", err)
+	}
+	for ch := range changes {
+		t.Errorf("unexpected change %+v", ch)
 	}
 }
 
-// TestWaitReleaseWithoutNotifier: over a store that cannot announce, it
-// sleeps for d.
-func TestWaitReleaseWithoutNotifier(t *testing.T) {
-	s := memlease.New()
-	defer s.Close()
-	c, err := lease.New(memlease.Plain(s))
+func TestListUnsupported(t *testing.T) {
+	c, err := lease.New(memlease.Plain(memlease.New()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
-	got, err := c.WaitRelease(context.Background(), "k", 50*time.Millisecond)
-	if err != nil || got {
-		t.Errorf("WaitRelease: %v, %v; want false, nil", got, err)
+	ctx := testCtx(t, 10*time.Second)
+	for _, err := range c.List(ctx, "") {
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("List on a store without Lister: %v, want ErrUnsupported", err)
+		}
 	}
-	if d := time.Since(start); d < 45*time.Millisecond {
-		t.Errorf("WaitRelease returned after %v, want after 50ms", d)
+	if _, err := c.ForceRelease(ctx, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ForceRelease on a store without Breaker: %v, want ErrUnsupported", err)
+	}
+	if _, err := c.ForceRelease(ctx, ""); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("ForceRelease of an empty key: %v, want ErrInvalid", err)
+	}
+	for _, err := range c.Watch(ctx, "", -time.Second) {
+		if !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Watch with a negative interval: %v, want ErrInvalid", err)
+		}
 	}
 }
