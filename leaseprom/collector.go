@@ -34,6 +34,7 @@ type Collector struct {
 	acqFailed *prometheus.CounterVec
 	released  *prometheus.CounterVec
 	lost      *prometheus.CounterVec
+	broken    *prometheus.CounterVec
 	renewals  *prometheus.CounterVec
 	failures  *prometheus.CounterVec
 	heartbeat *prometheus.HistogramVec
@@ -100,7 +101,9 @@ func New(opts ...Option) *Collector {
 		acqFailed: counter("lease_acquire_failed_total",
 			"Acquisitions that failed, by reason (held, timeout, canceled, closed, queue_full, error).", "reason"),
 		released: counter("lease_released_total", "Leases released by their holder."),
-		lost:     counter("lease_lost_total", "Leases lost while held, by reason (deadline, not_held, session).", "reason"),
+		lost: counter("lease_lost_total",
+			"Leases lost while held, by reason (deadline, not_held, session, max_hold, broken).", "reason"),
+		broken:   counter("lease_broken_total", "Leases this process broke (Client.ForceRelease), one per evicted hold."),
 		renewals: counter("lease_renewals_total", "Successful heartbeat renewals."),
 		failures: counter("lease_renew_failures_total", "Failed heartbeat renewals (retried until the local deadline)."),
 		heartbeat: histogram("lease_heartbeat_latency_seconds",
@@ -115,12 +118,13 @@ func New(opts ...Option) *Collector {
 		// Without the key label every series is known: export them at 0 from the start.
 		c.acquired.WithLabelValues()
 		c.released.WithLabelValues()
+		c.broken.WithLabelValues()
 		c.renewals.WithLabelValues()
 		c.failures.WithLabelValues()
 		c.heartbeat.WithLabelValues()
 		c.wait.WithLabelValues()
 		c.held.WithLabelValues()
-		for _, r := range []lease.LossReason{lease.LossDeadline, lease.LossNotHeld, lease.LossSession} {
+		for _, r := range []lease.LossReason{lease.LossDeadline, lease.LossNotHeld, lease.LossSession, lease.LossMaxHold, lease.LossBroken} {
 			c.lost.WithLabelValues(string(r))
 		}
 		for _, r := range failReasons {
@@ -131,7 +135,7 @@ func New(opts ...Option) *Collector {
 }
 
 func (c *Collector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.acquired, c.acqFailed, c.released, c.lost, c.renewals, c.failures, c.heartbeat, c.wait, c.held}
+	return []prometheus.Collector{c.acquired, c.acqFailed, c.released, c.lost, c.broken, c.renewals, c.failures, c.heartbeat, c.wait, c.held}
 }
 
 // Describe implements prometheus.Collector.
@@ -171,6 +175,8 @@ func (c *Collector) Observe(e lease.Event) {
 	case lease.EventReleased:
 		c.released.WithLabelValues(lv...).Inc()
 		c.held.WithLabelValues(lv...).Dec()
+	case lease.EventBroken:
+		c.broken.WithLabelValues(lv...).Inc()
 	case lease.EventAcquireFailed:
 		c.acqFailed.WithLabelValues(append(lv, failReason(e.Err))...).Inc()
 	}

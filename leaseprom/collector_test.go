@@ -115,9 +115,11 @@ func TestCollectorCounts(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP lease_lost_total Leases lost while held, by reason (deadline, not_held, session).
+# HELP lease_lost_total Leases lost while held, by reason (deadline, not_held, session, max_hold, broken).
 # TYPE lease_lost_total counter
+lease_lost_total{reason="broken"} 0
 lease_lost_total{reason="deadline"} 0
+lease_lost_total{reason="max_hold"} 0
 lease_lost_total{reason="not_held"} 1
 lease_lost_total{reason="session"} 0
 `), "lease_lost_total"); err != nil {
@@ -313,5 +315,48 @@ lease_acquire_failed_total{reason="queue_full"} 1
 lease_acquire_failed_total{reason="timeout"} 1
 `), "lease_acquire_failed_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestCollectorBroken(t *testing.T) {
+	c := leaseprom.New()
+	store := memlease.New()
+	holder, err := lease.New(store, lease.WithTTL(time.Second), lease.WithObserver(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	ops, err := lease.New(store.Handle(), lease.WithObserver(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.Close()
+	ctx := context.Background()
+	l, err := holder.TryAcquire(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.ForceRelease(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Done()
+	if got := testutil.ToFloat64(collectorFor(t, c, "lease_broken_total")); got != 1 {
+		t.Errorf("lease_broken_total = %v, want 1", got)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if n, err := testutil.GatherAndCount(reg, "lease_lost_total"); err != nil || n != 5 {
+		t.Errorf("lease_lost_total series: %d, %v; want 5", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "lease_lost_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "broken" && m.GetCounter().GetValue() != 1 {
+				t.Errorf("lease_lost_total{reason=broken} = %v, want 1", m.GetCounter().GetValue())
+			}
+		}
 	}
 }
