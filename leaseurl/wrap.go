@@ -1,5 +1,6 @@
 // The store wrapper whose Close also closes the backend client, answering the
-// optional interfaces (BatchRenewer, Notifier) from the store it wraps.
+// optional interfaces (BatchRenewer, Notifier, Lister, Breaker) from the store
+// it wraps.
 
 package leaseurl
 
@@ -57,6 +58,8 @@ func wrap(s driver.Store, closer func() error) driver.Store {
 var (
 	_ driver.BatchRenewer = (*owned)(nil)
 	_ driver.Notifier     = (*owned)(nil)
+	_ driver.Lister       = (*owned)(nil)
+	_ driver.Breaker      = (*owned)(nil)
 )
 
 // RenewMany uses the wrapped store's RenewMany, or renews one by one for a
@@ -79,4 +82,20 @@ func (o *owned) Subscribe(ctx context.Context) (driver.Subscription, error) {
 		return n.Subscribe(ctx)
 	}
 	return nil, fmt.Errorf("leaseurl: the store announces no releases: %w", errors.ErrUnsupported)
+}
+
+// List uses the wrapped store's List, if it has one.
+func (o *owned) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.Entry, string, error) {
+	if l, ok := o.Store.(driver.Lister); ok {
+		return l.List(ctx, prefix, cursor, limit)
+	}
+	return nil, "", fmt.Errorf("leaseurl: the store cannot list its keys: %w", errors.ErrUnsupported)
+}
+
+// Break uses the wrapped store's Break, if it has one.
+func (o *owned) Break(ctx context.Context, key string) (driver.Entry, error) {
+	if b, ok := o.Store.(driver.Breaker); ok {
+		return b.Break(ctx, key)
+	}
+	return driver.Entry{}, fmt.Errorf("leaseurl: the store cannot break leases: %w", errors.ErrUnsupported)
 }
