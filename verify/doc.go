@@ -36,8 +36,10 @@
 // Meanwhile a nemesis injects faults, one at a time: kill -9 of the holder (a
 // new worker replaces it), SIGSTOP of the holder for 1.5×TTL, added latency
 // and a cut connection between one worker and the store (through a loopback
-// TCP proxy the harness puts in front of the store), and a store restart
-// when the caller provides one.
+// TCP proxy the harness puts in front of the store), a forced release of the
+// holder's lease by an operator (Client.ForceRelease: the evicted holder
+// keeps working until its next renewal, as a stuck holder would), and a
+// store restart when the caller provides one.
 //
 // Every operation is recorded with its invocation and completion times, and
 // the history is checked with porcupine against a model of a fenced lock

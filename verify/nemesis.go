@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
 )
 
@@ -115,6 +116,20 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 		waitFor(ctx, 3*ttl/2)
 		p.Restore()
 		return true
+	case FaultBreak:
+		id, fence, w := r.holderWithin(ctx, 2*ttl)
+		if w == nil {
+			return false
+		}
+		at := time.Now().UnixNano()
+		k, err := r.forceRelease(ctx)
+		if err != nil || len(k.Holders) == 0 {
+			r.log("verify: forced release of worker %d's lease (fence %d): %v, %d holders", id, fence, err, len(k.Holders))
+			return false
+		}
+		r.note(kind, k.Fence(), at)
+		r.log("verify: forced release of worker %d's lease (fence %d)", id, k.Fence())
+		return true
 	case FaultRestart:
 		if r.cfg.Restart == nil {
 			return false
@@ -129,6 +144,23 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 		return true
 	}
 	return false
+}
+
+// forceRelease breaks the run's key, as an operator would, through a Client
+// of its own over the store.
+func (r *runner) forceRelease(ctx context.Context) (lease.KeyInfo, error) {
+	s, err := leaseurl.Open(ctx, r.cfg.Store, leaseurl.WithDefault("prefix", r.cfg.Prefix),
+		leaseurl.WithDefault("namespace", r.cfg.Prefix))
+	if err != nil {
+		return lease.KeyInfo{}, err
+	}
+	defer s.Close()
+	c, err := lease.New(s, lease.WithHolder("verify-operator"))
+	if err != nil {
+		return lease.KeyInfo{}, err
+	}
+	defer c.Close()
+	return c.ForceRelease(ctx, r.cfg.Prefix+"key")
 }
 
 // holderWithin waits up to d for a worker to hold the lease, for the first

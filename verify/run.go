@@ -30,6 +30,7 @@ const (
 	FaultLatency = "latency"
 	FaultCut     = "connection cut"
 	FaultRestart = "store restart"
+	FaultBreak   = "forced release"
 )
 
 // Config describes one verification run.
@@ -130,7 +131,7 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "register ops       %d (%d with unknown outcome)\n", r.Operations, r.Unknown)
 	var fs []string
-	for _, k := range []string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultRestart} {
+	for _, k := range []string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultBreak, FaultRestart} {
 		if n := r.Faults[k]; n > 0 {
 			fs = append(fs, fmt.Sprintf("%s: %d", k, n))
 		}
