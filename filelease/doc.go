@@ -26,6 +26,10 @@
 //     with its token, holder and expiry. A reader joining live readers gets
 //     their fence; the first reader of an epoch, like every writer, the
 //     file's fence + 1.
+//   - List reads the directory's names (each page reads them again) and at
+//     most 4×limit files a page, in file-name order; Break rewrites the
+//     key's file under its lock, keeping the fence and the queue, with a
+//     tombstone per evicted token until its hold would have expired.
 //   - [Store.Subscribe] announces releases: Release touches the file, inotify
 //     wakes subscribers in every process, and Announcement.Next is the head
 //     of the key's queue as the file says, if it waits to write.
@@ -50,8 +54,10 @@
 // waiter "TOKEN" EXPIRES in arrival order. While readers hold the key or a
 // waiter waits to read, it is v3: v2 with " shared" ending a reader's waiter
 // line, then readers M and M lines reader "TOKEN" EXPIRES "HOLDER" (the
-// writer's token and holder empty, the readers' expiries under boot). v1 and
-// v2 are still written when they suffice, and all three are read. A file
+// writer's token and holder empty, the readers' expiries under boot). While
+// a Break's tombstones live it is v4: v3, then broken K and K lines broken
+// "TOKEN" EXPIRES (under queue-boot). v1 to v3 are still written when they
+// suffice, and all four are read. A file
 // that does not parse, fails its checksum or records another key makes every
 // operation on the key fail with [ErrCorrupt]: it is never free. To recover,
 // stop using the key and delete the file (its fence restarts at 1). A token

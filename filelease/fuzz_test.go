@@ -27,7 +27,8 @@ const fuzzKey = "fuzz/key"
 
 func FuzzLeaseFile(f *testing.F) {
 	// Seeds (besides testdata): a v2 file the store wrote, a key held and a
-	// waiter queued, whole and with its checksum to be recomputed; a v3 one.
+	// waiter queued, whole and with its checksum to be recomputed; a v3 one;
+	// a v4 one.
 	s := newStore(f, "")
 	mustAcquire(f, s, req(fuzzKey, "seed", time.Hour))
 	w := req(fuzzKey, "waiter", time.Hour)
@@ -46,6 +47,15 @@ func FuzzLeaseFile(f *testing.F) {
 	for i, r := range []driver.Request{req(shared, "reader", time.Hour), req(shared, "writer", time.Hour), req(shared, "reader-2", time.Hour)} {
 		r.Shared, r.Queue = i != 1, true
 		_, _ = s.Acquire(testCtx(f, time.Minute), r)
+	}
+	if b, err = os.ReadFile(s.File(shared)); err != nil {
+		f.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(strconv.Quote(shared)), []byte(strconv.Quote(fuzzKey)), 1)
+	f.Add(b[:bytes.LastIndex(b, []byte("crc32c "))], true)
+	// A v4 file: the reader's hold broken, its tombstone kept.
+	if _, err := s.Break(testCtx(f, time.Minute), shared); err != nil {
+		f.Fatal(err)
 	}
 	if b, err = os.ReadFile(s.File(shared)); err != nil {
 		f.Fatal(err)

@@ -40,8 +40,16 @@ type record struct {
 	Boot               string // boot id of the clock of Expires and the readers'
 	Expires            int64  // CLOCK_MONOTONIC nanoseconds
 	Readers            []reader
-	QueueBoot          string // boot id of the clock of the waiters' expiries
+	QueueBoot          string // boot id of the clock of the waiters' and tombstones' expiries
 	Queue              []fifo.Waiter
+	Broken             []tomb
+}
+
+// tomb is the tombstone of a hold a Break evicted: until Expires, when the
+// hold would have expired, renewing Token fails with lease.ErrBroken.
+type tomb struct {
+	Token   string
+	Expires int64
 }
 
 // reader is one shared holder of a key.
@@ -63,9 +71,10 @@ func (r record) live(now int64, boot string) record {
 		r.Readers = nil
 	}
 	if r.QueueBoot != boot {
-		r.Queue = nil
+		r.Queue, r.Broken = nil, nil
 	}
 	r.Readers = slices.DeleteFunc(slices.Clone(r.Readers), func(rd reader) bool { return now >= rd.Expires })
+	r.Broken = slices.DeleteFunc(slices.Clone(r.Broken), func(b tomb) bool { return now >= b.Expires })
 	r.Queue, r.QueueBoot = fifo.Live(r.Queue, now), boot
 	return r
 }
@@ -79,13 +88,21 @@ func (r record) next(now int64, boot string) string {
 	return fifo.Next(r.live(now, boot).Queue)
 }
 
-// encode writes v1 without waiters, the format before the queue, and v2
-// without readers or shared waiters, the format before shared holds, so that
-// older processes keep working on keys nobody queues for or shares.
+// broken reports whether live record r has a tombstone of token.
+func (r record) broken(token string) bool {
+	return slices.ContainsFunc(r.Broken, func(b tomb) bool { return b.Token == token })
+}
+
+// encode writes v1 without waiters, the format before the queue, v2 without
+// readers or shared waiters, the format before shared holds, and v3 without
+// tombstones, so that older processes keep working on keys nobody queues
+// for, shares or breaks.
 func (r record) encode() []byte {
 	var b bytes.Buffer
 	magic := "v1"
 	switch {
+	case len(r.Broken) > 0:
+		magic = "v4"
 	case len(r.Readers) > 0 || slices.ContainsFunc(r.Queue, func(w fifo.Waiter) bool { return w.Shared }):
 		magic = "v3"
 	case len(r.Queue) > 0:
@@ -103,10 +120,16 @@ func (r record) encode() []byte {
 			b.WriteByte('\n')
 		}
 	}
-	if magic == "v3" {
+	if magic == "v3" || magic == "v4" {
 		fmt.Fprintf(&b, "readers %d\n", len(r.Readers))
 		for _, rd := range r.Readers {
 			fmt.Fprintf(&b, "reader %q %d %q\n", rd.Token, rd.Expires, rd.Holder)
+		}
+	}
+	if magic == "v4" {
+		fmt.Fprintf(&b, "broken %d\n", len(r.Broken))
+		for _, t := range r.Broken {
+			fmt.Fprintf(&b, "broken %q %d\n", t.Token, t.Expires)
 		}
 	}
 	fmt.Fprintf(&b, "crc32c %08x\n", crc32.Checksum(b.Bytes(), castagnoli))
@@ -137,14 +160,15 @@ func parse(data []byte) (record, error) {
 		}
 	}
 	var magic string
-	var n, m int
+	var n, m, o int
 	scan(0, "leasekit-file-lease %s", &magic)
 	scan(1, "key %q", &r.Key)
 	scan(2, "fence %d", &r.Fence)
 	r.Token, r.Holder = loose(line(3), "token", 128), loose(line(4), "holder", lease.MaxHolderLen)
 	scan(5, "boot %q", &r.Boot)
 	scan(6, "expires %d", &r.Expires)
-	if magic == "v2" || magic == "v3" {
+	v3 := magic == "v3" || magic == "v4"
+	if magic == "v2" || v3 {
 		scan(7, "queue-boot %q", &r.QueueBoot)
 		scan(8, "waiters %d", &n)
 		r.Queue = make([]fifo.Waiter, max(0, min(n, len(lines))))
@@ -152,14 +176,14 @@ func parse(data []byte) (record, error) {
 			w := &r.Queue[i]
 			var rest string
 			w.Token, w.Expires, rest, err = entry(line(9+i), "waiter", err)
-			w.Shared = rest == "shared" && magic == "v3"
+			w.Shared = rest == "shared" && v3
 			if rest != "" && !w.Shared && err == nil {
 				err = corrupt("line %.40q, want a waiter", line(9+i))
 			}
 		}
 		n += 2
 	}
-	if magic == "v3" {
+	if v3 {
 		scan(7+n, "readers %d", &m)
 		r.Readers = make([]reader, max(0, min(m, len(lines))))
 		for i := range r.Readers {
@@ -173,7 +197,20 @@ func parse(data []byte) (record, error) {
 		}
 		m++
 	}
-	if err == nil && (len(lines) != 7+n+m || magic != "v1" && magic != "v2" && magic != "v3") {
+	if magic == "v4" {
+		scan(7+n+m, "broken %d", &o)
+		r.Broken = make([]tomb, max(0, min(o, len(lines))))
+		for i := range r.Broken {
+			t := &r.Broken[i]
+			var rest string
+			t.Token, t.Expires, rest, err = entry(line(8+n+m+i), "broken", err)
+			if rest != "" && err == nil {
+				err = corrupt("line %.40q, want a tombstone", line(8+n+m+i))
+			}
+		}
+		o++
+	}
+	if err == nil && (len(lines) != 7+n+m+o || magic != "v1" && magic != "v2" && !v3) {
 		err = corrupt("%d lines, format %.40q", len(lines), magic)
 	}
 	return r, err

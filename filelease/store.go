@@ -190,7 +190,7 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 		fence++
 	}
 	q, _ := fifo.Dequeue(rec.Queue, r.Token)
-	grant := record{Key: r.Key, Fence: fence, Boot: s.boot, QueueBoot: s.boot, Queue: q}
+	grant := record{Key: r.Key, Fence: fence, Boot: s.boot, QueueBoot: s.boot, Queue: q, Broken: rec.Broken}
 	if r.Shared {
 		grant.Readers = append(rec.Readers, reader{Token: r.Token, Holder: r.Holder, Expires: expires})
 	} else {
@@ -200,13 +200,15 @@ func (s *Store) acquire(lf *leaseFile, r driver.Request, now int64) (uint64, err
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token still holds it, as its
-// writer or one of its readers.
+// writer or one of its readers. A token a Break evicted gets lease.ErrBroken.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return s.do(ctx, "renew", r.Key, modeWrite, func(lf *leaseFile, now int64) error {
 		rec := lf.rec.live(now, s.boot)
 		switch i := readerIndex(rec.Readers, r.Token); {
 		case i < len(rec.Readers):
 			rec.Readers[i].Expires = now + int64(r.TTL)
+		case rec.broken(r.Token):
+			return lease.ErrBroken
 		case !rec.held(now, s.boot) || rec.Token != r.Token:
 			return lease.ErrNotHeld
 		default:
@@ -242,7 +244,7 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 		case i < len(rec.Readers):
 			rec.Readers = slices.Delete(rec.Readers, i, i+1)
 		case mine:
-			rec = record{Key: rec.Key, Fence: rec.Fence, QueueBoot: s.boot, Queue: rec.Queue}
+			rec = record{Key: rec.Key, Fence: rec.Fence, QueueBoot: s.boot, Queue: rec.Queue, Broken: rec.Broken}
 		}
 		if err := lf.write(rec, false); err != nil {
 			return err
