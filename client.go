@@ -193,7 +193,11 @@ func (c *Client) run(ctx context.Context, key string, p params, err error, acqui
 	if err != nil && len(c.obs) > 0 && !errors.Is(err, ErrInvalid) {
 		now := c.clock.Now()
 		c.mu.Lock()
-		c.unlockEmit(Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err, Context: ctx})
+		ev := Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err, Context: ctx}
+		if p.tag != "" {
+			ev.Semaphore = key
+		}
+		c.unlockEmit(ev)
 	}
 	return l, err
 }
@@ -335,8 +339,8 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		watch = c.watchLostLocked(l, g.Lost)
 	}
 	c.kickLocked(l.nextRenew)
-	ev := l.event(EventAcquired, sent)
-	ev.Wait, ev.Context = sent.Sub(start), ctx
+	ev := l.event(EventAcquired, c.clock.Now())
+	ev.Wait, ev.Context = ev.Time.Sub(start), ctx
 	c.unlockEmit(ev)
 	if watch != nil {
 		c.spawn(func() { c.watchLost(watch) })

@@ -10,11 +10,11 @@ type EventKind int
 
 // Event kinds.
 const (
-	EventAcquired      EventKind = iota + 1 // Wait is the time spent acquiring
+	EventAcquired      EventKind = iota + 1 // Wait is the time spent acquiring, until the grant came back at Time
 	EventRenewed                            // Latency is the renewal's round trip
 	EventRenewFailed                        // retried until the local deadline; Err is the cause
 	EventLost                               // Reason and Err say why
-	EventReleased                           // released by its holder
+	EventReleased                           // released by its holder; Latency is how long Release took, Err the store's error
 	EventAcquireFailed                      // Err is the error returned (not for invalid input), Wait the time spent
 	EventBroken                             // this Client broke Key (ForceRelease): Holder and Fence are the evicted hold's
 )
@@ -54,6 +54,9 @@ type Event struct {
 	Err     error
 	// Shared says the lease is a reader's (Client.AcquireShared).
 	Shared bool
+	// Semaphore is the semaphore's key for the lease of one of its slots
+	// (Key is then SlotKey(Semaphore, i)) or a failed AcquireSemaphore.
+	Semaphore string
 	// ID tells the Client's leases apart (from 1, never reused); 0 for
 	// EventAcquireFailed and EventBroken.
 	ID uint64

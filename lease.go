@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -102,6 +103,7 @@ func (l *Lease) Remaining() time.Duration {
 // the store no longer had the token.
 func (l *Lease) Release(ctx context.Context) error {
 	c := l.c
+	began := c.clock.Now()
 	c.mu.Lock()
 	if err := l.err; err != nil {
 		c.mu.Unlock()
@@ -127,7 +129,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	err := c.releaseStore(ctx, l.req, deadline)
 	c.mu.Lock()
 	ev := l.event(EventReleased, c.clock.Now())
-	ev.Context = ctx
+	ev.Latency, ev.Err, ev.Context = ev.Time.Sub(began), err, ctx
 	c.unlockEmit(ev)
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.req.Key, err)
@@ -191,5 +193,9 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 }
 
 func (l *Lease) event(kind EventKind, at time.Time) Event {
-	return Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at, Shared: l.req.Shared, ID: l.id}
+	ev := Event{Kind: kind, Key: l.req.Key, Holder: l.p.holder, Fence: l.fence, Time: at, Shared: l.req.Shared, ID: l.id}
+	if l.p.tag != "" { // a semaphore's slot
+		ev.Semaphore = l.req.Key[:strings.LastIndex(l.req.Key, "#sem")]
+	}
+	return ev
 }

@@ -1,4 +1,5 @@
-// Tests of observers: several add up, and failed acquisitions are events.
+// Tests of observers: several add up, failed acquisitions are events, and
+// events time the calls they report.
 
 package lease_test
 
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/memlease"
 )
@@ -120,5 +122,84 @@ func TestAcquireFailedEvents(t *testing.T) {
 	_, err = f.c.TryAcquire(ctx, "after-close")
 	if ev = f.rec.take(t, lease.EventAcquireFailed); ev.Err != err || !errors.Is(ev.Err, lease.ErrClosed) {
 		t.Errorf("TryAcquire after Close: event %+v, want the error returned (%v)", ev, err)
+	}
+}
+
+// slowStore takes d of clk's time over each Acquire and Release.
+type slowStore struct {
+	driver.Store
+	clk *leasetest.FakeClock
+	d   time.Duration
+}
+
+func (s slowStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	s.clk.Advance(s.d)
+	return s.Store.Acquire(ctx, r)
+}
+
+func (s slowStore) Release(ctx context.Context, r driver.Request) error {
+	s.clk.Advance(s.d)
+	return s.Store.Release(ctx, r)
+}
+
+// TestEventTimesCoverTheCalls: an acquisition's Wait and a release's
+// Latency end at the event's Time and include the store's round trip, so a
+// tracer can draw both calls whole; a release the store refused carries
+// its error; a semaphore's events name it.
+func TestEventTimesCoverTheCalls(t *testing.T) {
+	clk := leasetest.NewFakeClock()
+	mem := memlease.New(memlease.WithClock(clk))
+	defer mem.Close()
+	var rec leasetest.Recorder
+	c, err := lease.New(slowStore{mem, clk, 20 * time.Millisecond}, lease.WithClock(clk), lease.WithObserver(&rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	start := clk.Now()
+	l, err := c.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.Events()
+	if len(evs) != 2 {
+		t.Fatalf("events %+v, want acquired and released", evs)
+	}
+	if acq := evs[0]; acq.Wait != 20*time.Millisecond || !acq.Time.Equal(start.Add(20*time.Millisecond)) {
+		t.Errorf("acquired: Wait %v at %v; want 20ms, ending 20ms after the start", acq.Wait, acq.Time.Sub(start))
+	}
+	if rel := evs[1]; rel.Latency != 20*time.Millisecond || !rel.Time.Equal(start.Add(40*time.Millisecond)) || rel.Err != nil {
+		t.Errorf("released: Latency %v at %v, Err %v; want 20ms, ending 40ms after the start, no error", rel.Latency, rel.Time.Sub(start), rel.Err)
+	}
+
+	l, err = c.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Release(ctx, driver.Request{Key: "job", Token: l.Token()}); err != nil {
+		t.Fatal(err)
+	}
+	relErr := l.Release(ctx)
+	ev, _, _ := rec.Find(3, 0, leasetest.Kind("job", lease.EventReleased))
+	if relErr == nil || !errors.Is(ev.Err, lease.ErrNotHeld) {
+		t.Errorf("release of a token the store no longer held: %v, event Err %v; want ErrNotHeld in the event", relErr, ev.Err)
+	}
+
+	s, err := c.TrySemaphore(ctx, "pool", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, _, ok := rec.Find(0, 0, leasetest.Kind(s.Key(), lease.EventAcquired)); !ok || ev.Semaphore != "pool" {
+		t.Errorf("a slot's acquired event %+v, want Semaphore pool", ev)
+	}
+	if _, err := c.TryAcquire(ctx, "job#sem0"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _, _ := rec.Find(0, 0, leasetest.Kind("job#sem0", lease.EventAcquired)); ev.Semaphore != "" {
+		t.Errorf("a plain key that looks like a slot: Semaphore %q, want none", ev.Semaphore)
 	}
 }
