@@ -73,6 +73,9 @@ func New(store driver.Store, opts ...Option) (*Client, error) {
 	if c.caps.MaxWaiters < 0 || c.caps.MaxWaiters > driver.MaxMaxWaiters {
 		return nil, Invalid("store", "max waiters %d is not between 1 and %d", c.caps.MaxWaiters, driver.MaxMaxWaiters)
 	}
+	if c.def.ttl == 0 && c.caps.MaxTTL > 0 && c.caps.MaxTTL < DefaultTTL {
+		c.def.ttl = c.caps.MaxTTL // a TTL nobody chose fits the store
+	}
 	c.batch, _ = store.(driver.BatchRenewer)
 	c.fifo = c.caps.FIFO && cfg.fifo
 	rp, err := c.def.resolve(c.caps)

@@ -826,3 +826,39 @@ func TestHeartbeatWakesRarelyWithoutBatching(t *testing.T) {
 	}
 	t.Logf("%d heartbeat wake-ups in 10 renew intervals for %d leases", wakes, n)
 }
+
+// maxTTLStore is a memlease store that declares a maximum TTL.
+type maxTTLStore struct {
+	*memlease.Store
+	max time.Duration
+}
+
+func (s maxTTLStore) Caps() driver.Caps {
+	c := s.Store.Caps()
+	c.MaxTTL = s.max
+	return c
+}
+
+// TestDefaultTTLFitsStore: a Client given no TTL takes the store's maximum
+// where it is below DefaultTTL; a TTL given above it is refused.
+func TestDefaultTTLFitsStore(t *testing.T) {
+	s := maxTTLStore{memlease.New(), 4 * time.Second}
+	c, err := lease.New(s)
+	if err != nil {
+		t.Fatalf("New without a TTL on a store of max TTL 4s: %v", err)
+	}
+	defer c.Close()
+	if c.TTL() != 4*time.Second {
+		t.Errorf("TTL() = %v, want the store's maximum 4s", c.TTL())
+	}
+	l, err := c.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.New(s, lease.WithTTL(5*time.Second)); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("New with a TTL of 5s over a max of 4s = %v, want ErrInvalid", err)
+	}
+}

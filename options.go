@@ -59,7 +59,9 @@ type clientOption func(*config)
 func (o clientOption) applyClient(c *config) { o(c) }
 
 // WithTTL sets the lease TTL: how long the store keeps a lease whose holder
-// stopped renewing. On an acquisition, 0 means the Client's TTL.
+// stopped renewing. On an acquisition, 0 means the Client's TTL. A Client
+// given none uses DefaultTTL, or the store's maximum (driver.Caps.MaxTTL,
+// e.g. a ZooKeeper session timeout) where that is shorter.
 func WithTTL(d time.Duration) LeaseOption { return func(p *params) { p.ttl = d } }
 
 // WithRenewInterval sets the heartbeat period (default TTL/3). It must be
