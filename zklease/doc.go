@@ -55,6 +55,16 @@
 // further reader). go-zookeeper's calls take no context: a Store checks
 // ctx before each operation.
 //
+// Listing and breaking (driver.Lister, driver.Breaker): List reads the
+// root's children once per listing and keeps them for its pages; a page
+// writes the root's data (empty) for the server's time, then reads each
+// key's nodes, so it costs a listing per key and a read per node. Break
+// deletes the holders' nodes in one multi, each at the version it read,
+// with a persistent tombstone "_b_<token>-<until>" per evicted token (until:
+// the leader's time its hold would have expired); Renew of a token whose
+// node is gone answers lease.ErrBroken while its tombstone is there. The
+// first List or Break of the key after until deletes the tombstone.
+//
 // Security: the node names hold the tokens, so errors name nodes with the
 // token shortened ("_c_0123abcd…-0000000007"). Without credentials the
 // nodes are open to anyone (world:anyone). Dial with WithAuth (a

@@ -64,6 +64,13 @@ func (s *Store) nodes(parent, token string) ([]node, int, error) {
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, -1, fmt.Errorf("list %s: %w", parent, err)
 	}
+	ns := parseNodes(parent, children)
+	return ns, slices.IndexFunc(ns, func(n node) bool { return n.token == token }), nil
+}
+
+// parseNodes returns the nodes among children, the names under parent,
+// lowest sequence first.
+func parseNodes(parent string, children []string) []node {
 	ns := make([]node, 0, len(children))
 	for _, c := range children {
 		i := strings.LastIndexByte(c, '-')
@@ -74,7 +81,7 @@ func (s *Store) nodes(parent, token string) ([]node, int, error) {
 		}
 	}
 	slices.SortFunc(ns, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
-	return ns, slices.IndexFunc(ns, func(n node) bool { return n.token == token }), nil
+	return ns
 }
 
 // lead counts the nodes that hold the key together: the lowest one, and

@@ -47,7 +47,7 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	}
 	nodes, i, err := s.nodes(s.parent(r.Key), r.Token)
 	if err == nil && i < 0 {
-		err = fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld)
+		err = s.broken(r.Key, r.Token, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld))
 	}
 	if err != nil {
 		return entry{}, err
@@ -77,7 +77,7 @@ func (s *Store) refresh(r driver.Request, e *entry) (int64, error) {
 	st, err := s.conn.Set(e.path, encodeData(r, e.epoch), -1)
 	if errors.Is(err, zk.ErrNoNode) {
 		s.entries.Delete(r.Token)
-		return 0, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld)
+		return 0, s.broken(r.Key, r.Token, fmt.Errorf("node %s gone: %w", redactPath(e.path), lease.ErrNotHeld))
 	} else if err != nil {
 		return 0, fmt.Errorf("write %s: %w", redactPath(e.path), err)
 	}

@@ -35,6 +35,7 @@ type Store struct {
 	mu   sync.Mutex
 	lost chan struct{}              // closed when the session ends; nil for New and once closed
 	subs map[*subscription]struct{} // nil once the Store is closed
+	keys []string                   // the root's children, sorted, as List last read them
 }
 
 // entry is what a Store remembers of a token's node, to renew, claim and

@@ -1,5 +1,6 @@
 // Store-level tests: the znode layout (key escaping, protected names, fence
-// = czxid), Caps, RenewMany under ZooKeeper's packet limit, read epochs.
+// = czxid), Caps, RenewMany under ZooKeeper's packet limit, read epochs,
+// a break's tombstone.
 
 package zklease_test
 
@@ -159,5 +160,40 @@ func TestReadEpochOutlivesItsFirstReader(t *testing.T) {
 	}
 	if info, err := s.Inspect(ctx, "k"); err != nil || !info.Shared || info.Readers != 2 || info.Fence != epoch {
 		t.Fatalf("Inspect = %+v, %v; want 2 readers with fence %d", info, err, epoch)
+	}
+}
+
+// TestTombstone: Break leaves a persistent node "_b_<token>-<until>" that a
+// Store which never knew the token finds (ErrBroken) and List shows; once the
+// evicted hold would have expired, List hides it and deletes it.
+func TestTombstone(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	srvs := servers(t)
+	s := dial(t, srvs, zklease.WithRoot(root("tomb")))
+	other := dial(t, srvs, zklease.WithRoot(s.Root()))
+	r := driver.Request{Key: "k", Token: token(), Holder: "stuck", TTL: testTTL}
+	if _, err := s.Acquire(ctx, r); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if en, err := other.Break(ctx, "k"); err != nil || len(en.Holders) != 1 {
+		t.Fatalf("Break = %+v, %v; want the one holder", en, err)
+	}
+	raw := connect(t, srvs)
+	kids, _, err := raw.Children(s.Root() + "/k")
+	if err != nil || len(kids) != 1 || !strings.HasPrefix(kids[0], "_b_"+r.Token+"-") {
+		t.Fatalf("children of the broken key = %v, %v; want one tombstone", kids, err)
+	}
+	if err := other.Renew(ctx, r); !errors.Is(err, lease.ErrBroken) {
+		t.Errorf("Renew by a Store that never held the token = %v, want ErrBroken", err)
+	}
+	if page, _, err := other.List(ctx, "", "", 10); err != nil || len(page) != 1 || len(page[0].Broken) != 1 || page[0].Broken[0] != r.Token {
+		t.Errorf("List = %+v, %v; want the key with its tombstone", page, err)
+	}
+	time.Sleep(testTTL + 100*time.Millisecond)
+	if page, _, err := other.List(ctx, "", "", 10); err != nil || len(page) != 0 {
+		t.Errorf("List after the tombstone expired = %+v, %v; want nothing", page, err)
+	}
+	if kids, _, err := raw.Children(s.Root() + "/k"); err == nil && len(kids) != 0 {
+		t.Errorf("children after List = %v; want the expired tombstone deleted", kids)
 	}
 }
