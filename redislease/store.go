@@ -180,26 +180,32 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		}
 		return errs
 	}
-	cmds := s.renewPipeline(ctx, rs)
-	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
-		// An empty script cache: load it and send all again (renewals are idempotent).
-		if err := renewScript.Load(ctx, s.client).Err(); err == nil {
-			cmds = s.renewPipeline(ctx, rs)
-		}
-	}
+	cmds := s.pipelined(ctx, renewScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
+		return renewScript.EvalSha(ctx, pipe, s.renewKeys(rs[i].Key), rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
+	})
 	for i, c := range cmds {
 		errs[i] = result("renew", rs[i].Key, c.Val(), c.Err())
 	}
 	return errs
 }
 
-func (s *Store) renewPipeline(ctx context.Context, rs []driver.Request) []*redis.Cmd {
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(rs))
-	for i, r := range rs {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, s.renewKeys(r.Key), r.Token, ttlMillis(r.TTL), r.Shared)
+// pipelined sends send(pipe, i) for each i < n in one pipeline. If Redis
+// lost script (an empty script cache), it loads it and sends all again: the
+// script must be idempotent.
+func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send func(redis.Pipeliner, int) *redis.Cmd) []*redis.Cmd {
+	run := func() []*redis.Cmd {
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, n)
+		for i := range cmds {
+			cmds[i] = send(pipe, i)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		return cmds
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	cmds := run()
+	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) && script.Load(ctx, s.client).Err() == nil {
+		cmds = run()
+	}
 	return cmds
 }
 
