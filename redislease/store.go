@@ -116,17 +116,18 @@ func (s *Store) Caps() driver.Caps {
 func (s *Store) Close() error { return nil }
 
 // keys returns the lease, fence counter, queue, queue expiry, queue
-// channel, readers and reader holder keys of key, all with the hash tag
-// {esc(key)}, hence in one Cluster slot.
+// channel, readers, reader holder and tombstone keys of key, all with the
+// hash tag {esc(key)}, hence in one Cluster slot.
 func (s *Store) keys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh"}
+	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh", lk + ":b"}
 }
 
-// renewKeys returns the lease, readers and reader holder keys of key.
+// renewKeys returns the lease, readers, reader holder and tombstone keys of
+// key.
 func (s *Store) renewKeys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":r", lk + ":rh"}
+	return []string{lk, lk + ":r", lk + ":rh", lk + ":b"}
 }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
@@ -231,11 +232,14 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		Shared: readers > 0, Readers: readers}, nil
 }
 
-// result is the error of a renewal or release whose script replied v.
+// result is the error of a renewal or release whose script replied v (-1:
+// the token's hold was broken).
 func result(op, key string, v any, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislease: %s %q: %w", op, key, err)
+	case v == int64(-1):
+		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrBroken)
 	case v != int64(1):
 		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrNotHeld)
 	}
