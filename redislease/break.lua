@@ -13,7 +13,9 @@ for i = 1, #hs, 5 do
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
 local last = redis.call('ZRANGE', KEYS[8], -1, -1, 'WITHSCORES')[2]
-redis.call('PEXPIRE', KEYS[8], tonumber(last) - now)
+if last then
+  redis.call('PEXPIRE', KEYS[8], tonumber(last) - now)
+end
 redis.call('DEL', KEYS[1], KEYS[6], KEYS[7])
 announce(KEYS[5], e[2][1], ARGV[1], ARGV[2])
 return e

@@ -67,8 +67,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]d
 
 // scan runs one SCAN on each master (of a Cluster; a single node is its own)
 // that cursor names, or on all when cursor is "". The cursor maps each master
-// not done, by address, to its SCAN cursor. A Ring, whose shards cannot be
-// scanned in a stable order, cannot list.
+// not done, by address, to its SCAN cursor. Other clients cannot list: a
+// Ring's shards cannot be scanned in a stable order.
 func (s *Store) scan(ctx context.Context, match, cursor string, limit int) ([]string, string, error) {
 	var forEach func(context.Context, func(context.Context, *redis.Client) error) error
 	switch c := s.client.(type) {
