@@ -88,7 +88,7 @@ func TestCluster(t *testing.T) {
 		for _, k := range []string{"plain", "a{b}c", "{", "}", "{}", "}{", "%7B", "ключ 🔑", "x{y}z{w}"} {
 			lk := leaseKey(s.Prefix(), k)
 			var slots []int64
-			for _, key := range []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh"} {
+			for _, key := range []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh", lk + ":b"} {
 				slots = append(slots, c.ClusterKeySlot(ctx, key).Val())
 			}
 			if len(slices.Compact(slots)) != 1 {

@@ -29,6 +29,9 @@
 //     expiring with the last reader; the lease string is then
 //     "NUL fence NUL holder" (no token), with the epoch's fence and the
 //     holder and expiry of the reader that expires last;
+//   - P{esc(K)}:b: the tombstones of holds a Break evicted, a sorted set of
+//     tokens scored by the evicted hold's expiry (server ms), expiring with
+//     the last;
 //   - P + "released": the namespace's Pub/Sub channel. A release publishes K,
 //     followed by NUL and the first live waiter's token when one is queued;
 //     when that waiter's store listens (has an open subscription), on that
@@ -50,6 +53,12 @@
 // the others get the epoch's. The key is announced when its writer or last
 // reader leaves; the announcement names the head waiter only if it is
 // exclusive.
+//
+// [Store.List] finds keys by their fence counters with SCAN (on a Cluster, on
+// every master) and reads each with one script, all in one pipeline: it costs
+// in proportion to the whole database, not to the live keys. A Ring cannot
+// list. [Store.Break] evicts in one script and tombstones the evicted tokens,
+// whose renewal then fails with lease.ErrBroken. See docs/stores.md.
 //
 // A fence is max(last+1, the server clock in µs), so fences keep increasing
 // even when Redis loses the counter (a restart without persistence), unless

@@ -30,3 +30,17 @@ local function reseat(lk, rk, hk, fence, now)
   redis.call('PEXPIRE', hk, keep)
   return true
 end
+
+-- announce publishes key on channel, followed by NUL and head, the first
+-- live waiter, if it is exclusive; on channel .. ':' .. its store's id when
+-- hash qc names one (see release.lua).
+local function announce(qc, head, channel, key)
+  if head and string.byte(head) ~= 0 then
+    key = key .. '\0' .. head
+    local id = redis.call('HGET', qc, head)
+    if id then
+      channel = channel .. ':' .. id
+    end
+  end
+  redis.call('PUBLISH', channel, key)
+end

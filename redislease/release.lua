@@ -41,13 +41,5 @@ local exclusive = head and string.byte(head) ~= 0
 if not (mine or left) or lease and not (readers and head and not exclusive) then
   return res
 end
-local msg, channel = ARGV[3], ARGV[2]
-if exclusive then
-  msg = msg .. '\0' .. head
-  local id = redis.call('HGET', KEYS[5], head)
-  if id then
-    channel = channel .. ':' .. id
-  end
-end
-redis.call('PUBLISH', channel, msg)
+announce(KEYS[5], head, ARGV[2], ARGV[3])
 return res

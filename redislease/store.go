@@ -116,17 +116,18 @@ func (s *Store) Caps() driver.Caps {
 func (s *Store) Close() error { return nil }
 
 // keys returns the lease, fence counter, queue, queue expiry, queue
-// channel, readers and reader holder keys of key, all with the hash tag
-// {esc(key)}, hence in one Cluster slot.
+// channel, readers, reader holder and tombstone keys of key, all with the
+// hash tag {esc(key)}, hence in one Cluster slot.
 func (s *Store) keys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh"}
+	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh", lk + ":b"}
 }
 
-// renewKeys returns the lease, readers and reader holder keys of key.
+// renewKeys returns the lease, readers, reader holder and tombstone keys of
+// key.
 func (s *Store) renewKeys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":r", lk + ":rh"}
+	return []string{lk, lk + ":r", lk + ":rh", lk + ":b"}
 }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
@@ -180,26 +181,32 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		}
 		return errs
 	}
-	cmds := s.renewPipeline(ctx, rs)
-	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
-		// An empty script cache: load it and send all again (renewals are idempotent).
-		if err := renewScript.Load(ctx, s.client).Err(); err == nil {
-			cmds = s.renewPipeline(ctx, rs)
-		}
-	}
+	cmds := s.pipelined(ctx, renewScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
+		return renewScript.EvalSha(ctx, pipe, s.renewKeys(rs[i].Key), rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
+	})
 	for i, c := range cmds {
 		errs[i] = result("renew", rs[i].Key, c.Val(), c.Err())
 	}
 	return errs
 }
 
-func (s *Store) renewPipeline(ctx context.Context, rs []driver.Request) []*redis.Cmd {
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(rs))
-	for i, r := range rs {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, s.renewKeys(r.Key), r.Token, ttlMillis(r.TTL), r.Shared)
+// pipelined sends send(pipe, i) for each i < n in one pipeline. If Redis
+// lost script (an empty script cache), it loads it and sends all again: the
+// script must be idempotent.
+func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send func(redis.Pipeliner, int) *redis.Cmd) []*redis.Cmd {
+	run := func() []*redis.Cmd {
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, n)
+		for i := range cmds {
+			cmds[i] = send(pipe, i)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		return cmds
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	cmds := run()
+	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) && script.Load(ctx, s.client).Err() == nil {
+		cmds = run()
+	}
 	return cmds
 }
 
@@ -225,11 +232,14 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		Shared: readers > 0, Readers: readers}, nil
 }
 
-// result is the error of a renewal or release whose script replied v.
+// result is the error of a renewal or release whose script replied v (-1:
+// the token's hold was broken).
 func result(op, key string, v any, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislease: %s %q: %w", op, key, err)
+	case v == int64(-1):
+		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrBroken)
 	case v != int64(1):
 		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrNotHeld)
 	}
