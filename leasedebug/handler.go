@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,8 +46,12 @@ const (
 
 // Handler returns a handler serving the state of clients: an HTML page, or
 // JSON with ?format=json. See the package doc.
+// It panics on a nil Client, as http.Handle does on a nil handler.
 func Handler(clients ...*lease.Client) http.Handler {
-	return &handler{clients: clients}
+	if slices.Contains(clients, nil) {
+		panic("leasedebug: nil *lease.Client")
+	}
+	return &handler{clients: slices.Clone(clients)}
 }
 
 type handler struct{ clients []*lease.Client }
