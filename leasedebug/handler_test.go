@@ -208,3 +208,12 @@ func TestQuery(t *testing.T) {
 		t.Errorf("POST: %s", resp.Status)
 	}
 }
+
+func TestNilClient(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Handler(nil) did not panic")
+		}
+	}()
+	leasedebug.Handler(nil)
+}
