@@ -39,9 +39,11 @@ type Client struct {
 	byKey    map[string]*Lease              // a Client holds a key once
 	lost     map[<-chan struct{}]*lostWatch // one watch per Grant.Lost channel
 	closed   bool
-	draining bool           // Close waits for goroutines: spawn runs work inline
-	wg       sync.WaitGroup // every goroutine the Client starts
-	wakeAt   time.Time      // when the heartbeat plans to wake
+	draining bool                    // Close waits for goroutines: spawn runs work inline
+	wg       sync.WaitGroup          // every goroutine the Client starts
+	wakeAt   time.Time               // when the heartbeat plans to wake
+	waits    map[*WaitState]struct{} // the acquisitions waiting now (Snapshot)
+	recent   eventRing
 
 	emitMu sync.Mutex // keeps observer events in the order decided under mu
 	wake   chan struct{}
@@ -67,7 +69,7 @@ func New(store driver.Store, opts ...Option) (*Client, error) {
 	cfg.holder = cmp.Or(cfg.holder, defaultHolder())
 	c := &Client{
 		store: store, caps: store.Caps(), def: cfg.params, obs: cfg.observers, log: cfg.logger, clock: cfg.clock,
-		leases: make(map[*Lease]struct{}), byKey: make(map[string]*Lease),
+		leases: make(map[*Lease]struct{}), byKey: make(map[string]*Lease), waits: make(map[*WaitState]struct{}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	if c.caps.MaxWaiters < 0 || c.caps.MaxWaiters > driver.MaxMaxWaiters {
@@ -193,7 +195,7 @@ func (c *Client) run(ctx context.Context, key string, p params, err error, acqui
 	}
 	start := c.clock.Now()
 	l, err := acquire(start)
-	if err != nil && len(c.obs) > 0 && !errors.Is(err, ErrInvalid) {
+	if err != nil && !errors.Is(err, ErrInvalid) {
 		now := c.clock.Now()
 		c.mu.Lock()
 		ev := Event{Kind: EventAcquireFailed, Key: key, Holder: p.holder, Time: now, Wait: now.Sub(start), Err: err, Context: ctx}
@@ -325,6 +327,7 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 		from = cmp.Or(*refused, start)
 	}
 	l := newLease(c, req, p, g.Fence, from)
+	l.acquired = sent
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -410,9 +413,13 @@ func (c *Client) spawn(f func()) {
 	}
 }
 
-// unlockEmit releases c.mu, which the caller holds, and delivers evs to the
-// observers; taking emitMu first keeps events in the order decided under c.mu.
+// unlockEmit records evs among the recent events, releases c.mu, which the
+// caller holds, and delivers evs to the observers; taking emitMu first keeps
+// events in the order decided under c.mu.
 func (c *Client) unlockEmit(evs ...Event) {
+	for _, e := range evs {
+		c.recent.add(e)
+	}
 	if len(c.obs) == 0 || len(evs) == 0 {
 		c.mu.Unlock()
 		return

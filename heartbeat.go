@@ -208,11 +208,11 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 		}
 		switch err := errs[i]; {
 		case err == nil:
-			l.failures, l.lastRenew = 0, sent
+			l.failures, l.lastRenew, l.latency = 0, sent, now.Sub(sent)
 			l.deadline, l.nextRenew = sent.Add(l.p.ttl-l.p.drift), sent.Add(l.p.renew)
 			c.kickLocked(l.nextRenew)
 			ev := l.event(EventRenewed, now)
-			ev.Latency = now.Sub(sent)
+			ev.Latency = l.latency
 			evs = append(evs, ev)
 		case errors.Is(err, ErrBroken):
 			evs = append(evs, c.loseLocked(l, LossBroken, err))

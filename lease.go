@@ -24,7 +24,9 @@ type Lease struct {
 
 	// Guarded by c.mu.
 	err         error         // nil while held
+	acquired    time.Time     // send time of the acquisition
 	lastRenew   time.Time     // send time of the last successful acquire/renew
+	latency     time.Duration // round trip of the last successful renewal
 	deadline    time.Time     // lastRenew + TTL - drift: lost at this instant
 	nextRenew   time.Time     // when the heartbeat renews next
 	failures    int           // consecutive failed renewals

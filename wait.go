@@ -23,6 +23,8 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 	start := c.clock.Now()
 	w := c.hub.register(token, keys) // before an attempt: a release after it wakes us
 	defer c.hub.unregister(w)
+	ws := c.startWait(key, p, token, start)
+	defer c.endWait(ws)
 	var transient int
 	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
@@ -46,6 +48,7 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 				return nil, err // another goroutine of this Client won the key
 			}
 			transient, last = 0, held
+			c.refusedWait(ws, held)
 			// The head of a FIFO queue (Queued == 0) looks as soon as it can.
 			sleep = waitFor(held.Remaining, p, token == "" || held.Queued > 0)
 		case ctx.Err() != nil:

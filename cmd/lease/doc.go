@@ -102,7 +102,8 @@
 // lease_lost_total{reason}, lease_released_total, lease_renewals_total,
 // lease_renew_failures_total, lease_heartbeat_latency_seconds,
 // lease_acquire_wait_seconds, lease_held, plus Go and process metrics);
-// --metrics-key-label adds the key as a label.
+// --metrics-key-label adds the key as a label. The same address serves the
+// lease's debug page at http://ADDR/debug/leases (package leasedebug).
 // Logs go to stderr through log/slog: --log-level debug|info|warn|error,
 // --log-format text|json.
 //

@@ -53,7 +53,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after a loss, time between SIGTERM and SIGKILL to the command (0: SIGKILL at once; at most 24h)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity shown to others (default hostname:pid)")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics, and the debug page at /debug/leases")
 	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
 	fs.BoolVar(&f.passStore, "pass-store", false, "keep $"+storeEnv+" (which may hold a password) in the command's environment")
 	if code := fs.parse(args); code >= 0 {
@@ -124,13 +124,6 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 
 	metrics := leaseprom.New(metricsOpts(f.keyLabel)...)
-	if f.metricsAddr != "" {
-		stop, err := serveMetrics(f.metricsAddr, metrics, log)
-		if err != nil {
-			return fail(stderr, "run", exitSoftware, "%v", err)
-		}
-		defer stop()
-	}
 	opts := []lease.Option{lease.WithTTL(f.ttl), lease.WithObserver(metrics), lease.WithLogger(log)}
 	if f.holder != "" {
 		opts = append(opts, lease.WithHolder(f.holder))
@@ -140,6 +133,13 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		return fail(stderr, "run", exitUsage, "%v", err)
 	}
 	defer client.Close()
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, metrics, client, log)
+		if err != nil {
+			return fail(stderr, "run", exitSoftware, "%v", err)
+		}
+		defer stop()
+	}
 
 	var h holding
 	var env []string

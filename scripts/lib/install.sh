@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# scripts/lib/install.sh: install the server packages the tests need with apt-get,
+# scripts/lib/install.sh: install the packages the tests need (servers, a browser) with apt-get,
 # only when something is missing (one `apt-get update` at most per run).
 #   redis-server, postgresql            only if the binary is missing AND nothing answers
 #   etcd-server (/usr/bin/etcd)         always needed (tests may start private clusters)
@@ -7,6 +7,7 @@
 #                                       system service on :2181 plus the full default-jre,
 #                                       so we install just the jars and run ZooKeeperServerMain
 #   default-jre-headless                only if `java -version` fails
+#   chromium                            always needed (leasedebug's page is tested in headless Chromium)
 # apt waits up to 180s for the dpkg lock (a fresh machine may be running apt-daily).
 # Sourced by scripts/test.
 
@@ -39,6 +40,9 @@ missing_packages() {
 	fi
 	if ! java_works; then
 		echo default-jre-headless
+	fi
+	if ! command -v chromium >/dev/null 2>&1; then
+		echo chromium
 	fi
 }
 
