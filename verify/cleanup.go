@@ -1,6 +1,7 @@
 // Cleaning up after a run: the run's key leaves state behind in stores that
 // keep fences forever (a Redis fence counter, a PostgreSQL row, a lease
-// file); etcd and ZooKeeper keep nothing once the last lease is gone.
+// file) and ZooKeeper's tombstones of forced releases; etcd keeps nothing
+// once the last lease is gone.
 
 package verify
 
@@ -12,12 +13,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/pglease"
 	"github.com/leasekit/lease/redislease"
+	"github.com/leasekit/lease/zklease"
 )
 
 // withoutLeasekitParams returns raw without the query options leaseurl
@@ -90,6 +93,24 @@ func cleanup(ctx context.Context, storeURL, prefix, key string) error {
 			if _, err := pool.Exec(ctx, "DELETE FROM "+t+" WHERE ns = $1 AND key = $2", b.Namespace(), key); err != nil {
 				return fmt.Errorf("delete from %s: %w", t, err)
 			}
+		}
+	case *zklease.Store:
+		// Persistent tombstones outlive the run's forced releases; the key
+		// is [a-z0-9-] only, its node name unescaped.
+		parent := b.Root() + "/" + key
+		children, _, err := b.Conn().Children(parent)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		for _, c := range children {
+			if err := b.Conn().Delete(parent+"/"+c, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+		}
+		if err := b.Conn().Delete(parent, -1); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+			return err
 		}
 	}
 	return nil
