@@ -20,11 +20,6 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-var (
-	_ driver.Lister  = (*Store)(nil)
-	_ driver.Breaker = (*Store)(nil)
-)
-
 // List reads the etcd keys of the lease keys that start with prefix, in key
 // order, limit etcd keys a page, every page at the revision of the first
 // one: the cursor carries that revision and the etcd key to resume at. A
@@ -54,10 +49,7 @@ func (s *Store) list(ctx context.Context, prefix, cursor string, limit int) ([]d
 	if err != nil {
 		return nil, "", err
 	}
-	kvs, next := resp.Kvs, ""
-	if rev == 0 {
-		rev = resp.Header.Revision
-	}
+	kvs, next, rev := resp.Kvs, "", cmp.Or(rev, resp.Header.Revision)
 	if resp.More {
 		last := string(kvs[len(kvs)-1].Key)
 		seg, _, _ := strings.Cut(last[len(s.prefix):], "\x00")

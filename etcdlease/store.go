@@ -27,8 +27,9 @@ const MinTTL = 2 * time.Second
 // MaxTTL is the longest TTL the store accepts: etcd's maximum lease TTL.
 const MaxTTL = 9_000_000_000 * time.Second
 
-// Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer] and
-// a [driver.Notifier]. It is safe for concurrent use.
+// Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer], a
+// [driver.Notifier], a [driver.Lister] and a [driver.Breaker]. It is safe
+// for concurrent use.
 type Store struct {
 	cli        *clientv3.Client
 	prefix     string
@@ -47,6 +48,8 @@ var (
 	_ driver.Store        = (*Store)(nil)
 	_ driver.BatchRenewer = (*Store)(nil)
 	_ driver.Notifier     = (*Store)(nil)
+	_ driver.Lister       = (*Store)(nil)
+	_ driver.Breaker      = (*Store)(nil)
 )
 
 // New returns a Store over cli. The store does not close cli.
