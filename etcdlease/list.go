@@ -20,12 +20,8 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// List reads the etcd keys of the lease keys that start with prefix, in key
-// order, limit etcd keys a page, every page at the revision of the first
-// one: the cursor carries that revision and the etcd key to resume at. A
-// lease key's etcd keys are contiguous; a page that ends inside them reads
-// the rest (one more read). Each holder costs a TimeToLive request for its
-// Remaining; a waiter's is 0.
+// List lists the keys that start with prefix, limit etcd keys a page, at
+// the revision of the first page (see the package doc).
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.Entry, string, error) {
 	page, next, err := s.list(ctx, prefix, cursor, limit)
 	if err != nil {
@@ -34,6 +30,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]d
 	return page, next, nil
 }
 
+// list is List, its errors without context.
 func (s *Store) list(ctx context.Context, prefix, cursor string, limit int) ([]driver.Entry, string, error) {
 	from := s.prefix + escapeKey(prefix)
 	end, rev := clientv3.GetPrefixRangeEnd(from), int64(0)
@@ -130,16 +127,10 @@ func (s *Store) entry(ctx context.Context, key string, kvs []*mvccpb.KeyValue) (
 	return e, append(leases, evicted...), nil
 }
 
-// Break reads key's etcd keys and its holds' time left, then, in one
-// transaction guarded by the holds being unchanged since the read, deletes
-// the writer's key or every reader's (the watch announces it as a release)
-// and puts a tombstone per evicted token, which names its etcd lease, on a
-// new etcd lease that outlives the holds. Then it revokes the evicted etcd
-// leases, so that their holders' next keep-alive fails and finds the
-// tombstone; each carries its hold's key alone (see Acquire and Release),
-// and nothing after the transaction. A Break cut off before the revokes
-// leaves them to the next Break of the key, which revokes those its
-// tombstones name.
+// Break evicts key's holds in one transaction that leaves their tombstones,
+// then revokes their etcd leases (see the package doc): each carries its
+// hold's key alone (see Acquire and Release), and nothing once the
+// transaction deleted that key, so revoking it deletes nothing else.
 func (s *Store) Break(ctx context.Context, key string) (driver.Entry, error) {
 	e, err := s.breakKey(ctx, key)
 	if err != nil {
@@ -148,6 +139,7 @@ func (s *Store) Break(ctx context.Context, key string) (driver.Entry, error) {
 	return e, nil
 }
 
+// breakKey is Break, its errors without context.
 func (s *Store) breakKey(ctx context.Context, key string) (driver.Entry, error) {
 	k, rk := s.keyPath(key), s.subKey(key, kindReader, "")
 	resp, err := s.cli.Get(ctx, k, clientv3.WithRange(k+"\x01"))
