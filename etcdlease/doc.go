@@ -26,8 +26,8 @@
 // grant is checked with one read), and [Store.RenewMany] pipelines the
 // keep-alives of many leases on one stream: one round trip per renewal
 // round. So a key deleted behind the store's back is still renewed until its
-// holder stops: to take a lease away by hand, revoke its etcd lease
-// (etcdctl lease revoke), which deletes the key. The fence is the revision that last put
+// holder stops: to take a lease away by hand, break it (Client.ForceRelease,
+// below) or revoke its etcd lease (etcdctl lease revoke). The fence is the revision that last put
 // the key (its creation, or a hand-off): etcd's revision is cluster-wide,
 // strictly increasing and durable, so fences hold across leader changes and
 // restarts.
@@ -71,6 +71,27 @@
 // exclusive; Release hands the key over only from a writer to an exclusive
 // waiter. A refusal or Inspect of a key readers hold asks etcd for one
 // reader's time left (one more request).
+//
+// # Listing and breaking
+//
+// [Store.List] reads the etcd keys under Prefix+esc(prefix) in key order,
+// limit etcd keys a page (a page that ends inside a key's keys reads their
+// rest), every page at the revision of the first, which the cursor carries:
+// a listing is one view of the store, if etcd keeps that revision until it
+// ends (a compaction meanwhile fails it: list again). Each holder's
+// Remaining costs a TimeToLive request; a waiter's is 0.
+//
+// [Store.Break] reads the key and its holds' time left, then in one
+// transaction, guarded by the holds being unchanged since the read (else it
+// fails, to be retried), deletes the writer's key or every reader's, which
+// the watch announces as a release, keeps the queue, and puts the tombstone
+// Prefix+esc(K)+"\x00b/"+token per evicted token, valued with its etcd
+// lease's ID, on a new etcd lease that outlives the holds by a second. Then
+// it revokes the evicted etcd leases: the evicted holder's next keep-alive
+// fails, and one read finds the tombstone (lease.ErrBroken). A Break cut
+// off before its revokes leaves the evicted holder renewing an etcd lease
+// that carries nothing; breaking the key again revokes what its tombstones
+// name.
 //
 // Keys written by earlier versions (fences in the value, keys unescaped) are
 // not understood: do not share a prefix with them. The design is explained

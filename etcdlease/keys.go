@@ -53,7 +53,7 @@ func (s *Store) parseKey(k []byte) (key, token string, kind byte, ok bool) {
 	}
 	seg, rest, sub := strings.Cut(rel, "\x00")
 	if sub {
-		if len(rest) < 2 || rest[1] != '/' || !strings.ContainsRune("qsre", rune(rest[0])) {
+		if len(rest) < 2 || rest[1] != '/' || !strings.ContainsRune("qsreb", rune(rest[0])) {
 			return "", "", 0, false
 		}
 		kind, token = rest[0], rest[2:]
@@ -73,6 +73,7 @@ const (
 	kindShared = 's' // a shared waiter's queue entry (value: the holder)
 	kindReader = 'r' // a reader's hold (value: the holder)
 	kindEpoch  = 'e' // the read epoch (no token, no value, no etcd lease)
+	kindBroken = 'b' // a token evicted by Break: its tombstone (value: its etcd lease, in decimal)
 )
 
 // subPrefix returns the etcd prefix of key's sub-keys.

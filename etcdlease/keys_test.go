@@ -32,6 +32,9 @@ func TestKeyLayout(t *testing.T) {
 		if got, token, kind, ok := s.parseKey([]byte(s.subKey(k, kindEpoch, ""))); !ok || kind != kindEpoch || got != k || token != "" {
 			t.Errorf("parseKey(epoch of %q) = %q, %q, %q, %v", k, got, token, kind, ok)
 		}
+		if got, token, kind, ok := s.parseKey([]byte(s.subKey(k, kindBroken, "t0k"))); !ok || kind != kindBroken || got != k || token != "t0k" {
+			t.Errorf("parseKey(tombstone of %q) = %q, %q, %q, %v", k, got, token, kind, ok)
+		}
 	}
 	// Keys that are not the store's: a nested namespace's, another
 	// prefix's, segments escapeKey never makes.

@@ -94,7 +94,7 @@ func (sub *subscription) apply(kvs []*mvccpb.KeyValue, typ mvccpb.Event_EventTyp
 	for _, kv := range kvs {
 		key, token, kind, ok := sub.s.parseKey(kv.Key)
 		switch {
-		case !ok || kind == kindEpoch:
+		case !ok || kind == kindEpoch || kind == kindBroken:
 		case kind == 0 && typ == mvccpb.PUT:
 			token, _, _ := strings.Cut(string(kv.Value), "\x00")
 			sub.holders[key] = entry{rev: kv.ModRevision, lease: kv.Lease, holder: token}
@@ -183,7 +183,7 @@ func (sub *subscription) announce(events []*clientv3.Event) []driver.Announcemen
 	seen := make(map[string]bool)
 	for _, ev := range events {
 		key, token, kind, ok := sub.s.parseKey(ev.Kv.Key)
-		if !ok || ev.Type != mvccpb.DELETE || seen[key] || kind == kindEpoch || kind == kindReader && sub.reading(key) {
+		if !ok || ev.Type != mvccpb.DELETE || seen[key] || kind == kindEpoch || kind == kindBroken || kind == kindReader && sub.reading(key) {
 			continue
 		}
 		a := driver.Announcement{Key: key}

@@ -27,8 +27,9 @@ const MinTTL = 2 * time.Second
 // MaxTTL is the longest TTL the store accepts: etcd's maximum lease TTL.
 const MaxTTL = 9_000_000_000 * time.Second
 
-// Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer] and
-// a [driver.Notifier]. It is safe for concurrent use.
+// Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer], a
+// [driver.Notifier], a [driver.Lister] and a [driver.Breaker]. It is safe
+// for concurrent use.
 type Store struct {
 	cli        *clientv3.Client
 	prefix     string
@@ -47,6 +48,8 @@ var (
 	_ driver.Store        = (*Store)(nil)
 	_ driver.BatchRenewer = (*Store)(nil)
 	_ driver.Notifier     = (*Store)(nil)
+	_ driver.Lister       = (*Store)(nil)
+	_ driver.Breaker      = (*Store)(nil)
 )
 
 // New returns a Store over cli. The store does not close cli.
@@ -123,7 +126,7 @@ func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) state {
 	for _, kv := range rs[1].GetResponseRange().GetKvs() {
 		_, token, kind, ok := s.parseKey(kv.Key)
 		switch {
-		case !ok: // another layout's
+		case !ok || kind == kindBroken: // another layout's, a tombstone
 		case kind == kindEpoch:
 			st.epoch = kv.ModRevision
 		case kind == kindReader:
@@ -403,7 +406,8 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 // RenewMany keeps the etcd leases of the keys alive, pipelined on one
 // stream, without reading the keys (see the package doc); the key and
 // reader key of a token this store did not grant are read first (either
-// kind, whatever r.Shared says).
+// kind, whatever r.Shared says), and a token whose hold is gone is looked
+// up among the tombstones of Break.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs, of, ids := make([]error, len(rs)), make([]int64, len(rs)), make([]int64, 0, len(rs))
 	for i, r := range rs {
@@ -411,7 +415,8 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		of[i] = s.leases[hold{r.Key, r.Token}]
 		s.mu.Unlock()
 		if of[i] == 0 { // not granted by this store: read the key and r.Token's reader key
-			resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), clientv3.OpGet(s.subKey(r.Key, kindReader, r.Token))).Commit()
+			resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.keyPath(r.Key)), clientv3.OpGet(s.subKey(r.Key, kindReader, r.Token)),
+				clientv3.OpGet(s.subKey(r.Key, kindBroken, r.Token), clientv3.WithCountOnly())).Commit()
 			if errs[i] = err; err == nil {
 				writer, reader := resp.Responses[0].GetResponseRange().GetKvs(), resp.Responses[1].GetResponseRange().GetKvs()
 				switch {
@@ -419,6 +424,8 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 					of[i] = reader[0].Lease
 				case len(writer) > 0 && heldBy(writer[0], r.Token):
 					of[i] = writer[0].Lease
+				case resp.Responses[2].GetResponseRange().GetCount() > 0:
+					errs[i] = lease.ErrBroken
 				default:
 					errs[i] = lease.ErrNotHeld
 				}
@@ -433,7 +440,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		if ttl, ok := ttls[of[i]]; errs[i] == nil && !ok {
 			errs[i] = cmp.Or(err, errors.New("no keep-alive answer"))
 		} else if errs[i] == nil && ttl <= 0 {
-			errs[i] = errExpired
+			errs[i] = s.expired(ctx, r)
 			s.forget(r)
 		}
 		if errs[i] != nil {
@@ -441,6 +448,16 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		}
 	}
 	return errs
+}
+
+// expired returns the refusal of r, whose etcd lease is gone: ErrBroken
+// while a tombstone of r.Token lives (see Break), else errExpired.
+func (s *Store) expired(ctx context.Context, r driver.Request) error {
+	resp, err := s.cli.Get(ctx, s.subKey(r.Key, kindBroken, r.Token), clientv3.WithCountOnly())
+	if err == nil && resp.Count > 0 {
+		return lease.ErrBroken
+	}
+	return errExpired
 }
 
 // forget drops the etcd lease remembered for r, and returns it (0 if none).
