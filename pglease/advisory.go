@@ -288,6 +288,7 @@ func (s *AdvisoryStore) RenewMany(ctx context.Context, rs []driver.Request) []er
 			errs[i] = opErr("renew", rs[i].Key, fences[j] != 0, err)
 		}
 	}
+	s.markBroken(ctx, "renew", rs, errs)
 	return errs
 }
 
@@ -319,8 +320,15 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 		}
 		return pid, err
 	})
-	// A failure ended the session, which freed its locks.
-	return opErr("release", r.Key, released || err != nil, nil)
+	// A failure ended the session, which freed its locks, unless a Break
+	// ended it first.
+	errs := []error{opErr("release", r.Key, released, nil)}
+	if err != nil {
+		if s.markBroken(ctx, "release", []driver.Request{r}, errs); !errors.Is(errs[0], lease.ErrBroken) {
+			return nil
+		}
+	}
+	return errs[0]
 }
 
 // Inspect reports key's writer, or its live readers; for a free key, Fence

@@ -44,6 +44,7 @@ type config struct {
 	ns, name               string // name: the table as given
 	table, queue, index    string // quoted
 	indexName, channelName string // unquoted
+	keysName               string // unquoted: the lease table's index for List
 	classID                int32  // the namespace half of advisory lock keys
 	maxWaiters, maxIdle    int
 }
@@ -101,7 +102,7 @@ func newConfig(opts []Option) (config, error) {
 	}
 	base := ident[len(ident)-1]
 	queue := append(ident[:len(ident)-1:len(ident)-1], derivedName(base, "_queue"))
-	c.indexName = derivedName(base, "_queue_expiry")
+	c.indexName, c.keysName = derivedName(base, "_queue_expiry"), derivedName(base, "_keys")
 	whole := strings.Join(ident, ".") + "\x00" + c.ns
 	sum := sha256.Sum256([]byte(whole))
 	c.table, c.queue, c.index = ident.Sanitize(), queue.Sanitize(), pgx.Identifier{c.indexName}.Sanitize()

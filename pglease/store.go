@@ -26,6 +26,8 @@ type Store interface {
 	driver.Store
 	driver.BatchRenewer
 	driver.Notifier
+	driver.Lister
+	driver.Breaker
 	// Migrate creates the tables if they do not exist (see the package doc).
 	Migrate(ctx context.Context) error
 	// FencedTx runs fn in a transaction that first checks that l still
@@ -71,6 +73,7 @@ type base struct {
 	inspectSQL, fenceSQL string              // $1 ns, $2 key (, $3 token), then lockArgs
 	lockArgs             func(key string) []any
 	maxTTL               time.Duration
+	list                 listStatements
 }
 
 // newBase returns the base of a store whose lease in row c is live when
@@ -83,6 +86,7 @@ func newBase(pool *pgxpool.Pool, n config, live func(i int) string) base {
 	b := base{config: n, pool: pool, sql: r.Replace, lockArgs: func(string) []any { return nil }}
 	b.inspectSQL = b.sql(`SELECT ` + live(3) + `, c.holder, c.fence, ` + remaining + ` FROM T c WHERE c.ns = $1 AND c.key = $2`)
 	b.fenceSQL = b.sql(`SELECT c.fence FROM T c WHERE c.ns = $1 AND c.key = $2 AND c.token = $3 AND ` + live(4) + ` FOR SHARE OF c`)
+	b.list = newListStatements(b)
 	return b
 }
 
@@ -105,24 +109,25 @@ func (b *base) Caps() driver.Caps {
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 	ns text NOT NULL, key text NOT NULL, token text, holder text NOT NULL DEFAULT '',
-	fence bigint NOT NULL, expires_at timestamptz, pid integer, readers jsonb, PRIMARY KEY (ns, key))`
+	fence bigint NOT NULL, expires_at timestamptz, pid integer, readers jsonb, broken jsonb, PRIMARY KEY (ns, key))`
 
 const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
 	ns text NOT NULL, key text NOT NULL, token text NOT NULL, seq bigserial NOT NULL,
 	expires_at timestamptz NOT NULL, shared boolean NOT NULL DEFAULT false, PRIMARY KEY (ns, key, token))`
 
-// migratedSQL reports whether the queue table $1 has the index named $2 and
-// the tables the columns added since their first version (the lease table
-// $3's readers, the queue's shared), from the catalog alone: CREATE INDEX
-// IF NOT EXISTS or ALTER TABLE would lock the table first, behind any open
-// transaction that wrote to it.
-const migratedSQL = `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = $1::regclass AND c.relname = $2) AND (SELECT count(*) = 2 FROM pg_attribute
-WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3::regclass, 'readers')))`
+// migratedSQL reports whether the queue table $1 has the index named $2,
+// the lease table $3 the index named $4, and the tables the columns added
+// since their first version (the lease table's readers and broken, the
+// queue's shared), from the catalog alone: CREATE INDEX IF NOT EXISTS or
+// ALTER TABLE would lock the table first, behind any open transaction that
+// wrote to it.
+const migratedSQL = `SELECT (SELECT count(*) = 2 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE (i.indrelid, c.relname) IN (($1::regclass, $2), ($3::regclass, $4))) AND (SELECT count(*) = 3 FROM pg_attribute
+WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3::regclass, 'readers'), ($3::regclass, 'broken')))`
 
-// Migrate creates the lease table, the queue table beside it and its index,
-// each if missing, and adds the columns of shared holds to tables made
-// before them. It is idempotent and safe to run concurrently; on a migrated
+// Migrate creates the lease table, the queue table beside it and their
+// indexes, each if missing, and adds the columns of shared holds and
+// tombstones to tables made before them. It is idempotent and safe to run concurrently; on a migrated
 // database it only reads the catalog.
 func (b *base) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
@@ -133,7 +138,7 @@ func (b *base) Migrate(ctx context.Context) error {
 		batch.Queue("SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table))
 		batch.Queue(b.sql(schemaSQL))
 		batch.Queue(b.sql(queueSchemaSQL))
-		batch.Queue(migratedSQL, b.queue, b.indexName, b.table).QueryRow(func(row pgx.Row) error { return row.Scan(&migrated) })
+		batch.Queue(migratedSQL, b.queue, b.indexName, b.table, b.keysName).QueryRow(func(row pgx.Row) error { return row.Scan(&migrated) })
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil || migrated {
 			return err
 		}
@@ -141,6 +146,8 @@ func (b *base) Migrate(ctx context.Context) error {
 		batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS readers jsonb`))
 		batch.Queue(b.sql(`ALTER TABLE Q ADD COLUMN IF NOT EXISTS shared boolean NOT NULL DEFAULT false`))
 		batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
+		batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS broken jsonb`))
+		batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{b.keysName}.Sanitize() + ` ON T (ns, key COLLATE "C")`))
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {

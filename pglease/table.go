@@ -207,13 +207,15 @@ func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
 	return s.RenewMany(ctx, []driver.Request{r})[0]
 }
 
-// RenewMany renews rs, writers and readers, in one statement.
+// RenewMany renews rs, writers and readers, in one statement (a second
+// tells a broken lease from a lost one).
 func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
 	errs := make([]error, len(rs))
 	for i, r := range rs {
 		errs[i] = opErr("renew", r.Key, fences[i] != 0, err)
 	}
+	s.markBroken(ctx, "renew", rs, errs)
 	return errs
 }
 
