@@ -19,13 +19,6 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-var (
-	_ driver.Lister  = (*TableStore)(nil)
-	_ driver.Breaker = (*TableStore)(nil)
-	_ driver.Lister  = (*AdvisoryStore)(nil)
-	_ driver.Breaker = (*AdvisoryStore)(nil)
-)
-
 // pageSQL scans up to $4 keys of ns $1 after the cursor $2, from the prefix
 // $3 on, in byte order (the index <table>_keys); UPPER may stop it before $5.
 const pageSQL = `SELECT key FROM T WHERE ns = $1 AND key COLLATE "C" > $2 AND key COLLATE "C" >= $3 UPPER
@@ -49,9 +42,9 @@ const listSQL = `WITH s AS (SELECT * FROM unnest($2::text[], $3::int4[]) s(key, 
 SELECT ENTRY FROM s JOIN T c ON c.ns = $1 AND c.key = s.key`
 
 // breakSQL frees key $2 (lock object $3) of ns $1, locked first, and returns
-// it as it was: it clears its holders, adds their tombstones to the live
-// ones, ends their sessions in advisory mode (k: waiting up to 5 s for each;
-// stuck counts those still there) and announces the key on $4 as a release.
+// it as it was, with its holders' server processes (advisory mode): it
+// clears its holders, adds their tombstones to the live ones and, if
+// ANNOUNCE, announces the key on $4 as a release does.
 const breakSQL = `WITH s AS (SELECT $2::text AS key, $3::int4 AS obj)LOCKS,
 c AS MATERIALIZED (SELECT * FROM T WHERE ns = $1 AND key = $2 FOR UPDATE),
 e AS MATERIALIZED (SELECT ENTRY FROM s LEFT JOIN c ON true),
@@ -62,30 +55,30 @@ u AS (
 	FROM e WHERE l.ns = $1 AND l.key = $2 AND e.holders <> '[]'
 	RETURNING 1
 ),
-k AS MATERIALIZED (SELECT pid, pg_terminate_backend(pid, 5000) AS ok
-	FROM (SELECT DISTINCT (h->>'pid')::int AS pid FROM e, jsonb_array_elements(e.holders) h WHERE TERMINATE) p WHERE pid IS NOT NULL),
-n AS (
-	SELECT pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
-		AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)
-	WHERE EXISTS (SELECT 1 FROM u)
-)
-SELECT e.*, ARRAY(SELECT pid FROM k), (SELECT count(*) FROM k WHERE NOT ok AND pid IN (SELECT pid FROM pg_stat_activity)),
-	(SELECT count(*) FROM n)
+n AS (SELECT ` + announce + ` WHERE ANNOUNCE AND EXISTS (SELECT 1 FROM u))
+SELECT e.*, ARRAY(SELECT DISTINCT (h->>'pid')::int FROM jsonb_array_elements(e.holders) h WHERE h->>'pid' IS NOT NULL), (SELECT count(*) FROM n)
 FROM e`
 
-// tombstonesSQL says which of the tokens $3 of keys $2 (from 1) of ns $1
-// have live tombstones. FOR SHARE waits for a Break still committing: an
-// advisory holder's session ends before its Break commits.
-const tombstonesSQL = `SELECT r.i, COALESCE((c.broken->>r.token)::int8 > ` + nowMicros + `, false)
-FROM unnest($2::text[], $3::text[]) WITH ORDINALITY r(key, token, i) JOIN T c ON c.ns = $1 AND c.key = r.key
-ORDER BY c.key FOR SHARE OF c`
+// announce sends key $2 of ns $1 on channel $4 as releaseSQL does.
+const announce = `pg_notify($4, COALESCE((SELECT CASE WHEN shared THEN '' ELSE token END FROM Q WHERE ns = $1 AND key = $2
+	AND expires_at > clock_timestamp() ORDER BY seq LIMIT 1), '') || E'\n' || $2)`
+
+// endSQL ends the sessions $3 of a broken advisory lease, waiting up to 5 s
+// for each, counts those still there, and announces the key (as breakSQL).
+const endSQL = `WITH k AS MATERIALIZED (SELECT p, pg_terminate_backend(p, 5000) AS ok FROM unnest($3::int4[]) p)
+SELECT (SELECT count(*) FROM k WHERE NOT ok AND p IN (SELECT pid FROM pg_stat_activity)), ` + announce
+
+// tombstonesSQL returns the indexes (from 1) of the tokens $3 of keys $2 of
+// ns $1 that have live tombstones.
+const tombstonesSQL = `SELECT r.i FROM unnest($2::text[], $3::text[]) WITH ORDINALITY r(key, token, i)
+JOIN T c ON c.ns = $1 AND c.key = r.key WHERE (c.broken->>r.token)::int8 > ` + nowMicros
 
 // listStatements are a store's statements of this file.
-type listStatements struct{ page, prefixPage, entries, brk, tombstones string }
+type listStatements struct{ page, prefixPage, entries, brk, end, tombstones string }
 
 // newListStatements fills in the statements for b's mode.
 func newListStatements(b base) listStatements {
-	locks, wlive, rlive, terminate := "", "c.expires_at > clock_timestamp()", live("e.value"), "false"
+	locks, wlive, rlive, announce := "", "c.expires_at > clock_timestamp()", live("e.value"), "true"
 	if b.mode == ModeAdvisory { // lk: the granted locks of the store's class, read once
 		locks = `, lk AS MATERIALIZED (SELECT k.pid, k.objid, k.mode FROM pg_locks k WHERE k.locktype = 'advisory'
 	AND k.granted AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -93,14 +86,15 @@ func newListStatements(b base) listStatements {
 		held := func(pid, mode string) string {
 			return `EXISTS (SELECT 1 FROM lk WHERE lk.pid = ` + pid + ` AND lk.objid = s.obj::oid AND lk.mode = '` + mode + `')`
 		}
-		wlive, rlive, terminate = held("c.pid", "ExclusiveLock"), held("(e.value->>2)::int", "ShareLock"), "true"
+		wlive, rlive, announce = held("c.pid", "ExclusiveLock"), held("(e.value->>2)::int", "ShareLock"), "false"
 	}
 	entry := fill(entrySQL, "WLIVE", wlive, "RLIVE", rlive, "QREM", fill(remaining, "c.expires_at", "q.expires_at"))
 	return listStatements{
 		page:       b.sql(fill(pageSQL, "UPPER", "")),
 		prefixPage: b.sql(fill(pageSQL, "UPPER", `AND key COLLATE "C" < $5`)),
 		entries:    b.sql(fill(listSQL, "LOCKS", locks, "ENTRY", entry)),
-		brk:        b.sql(fill(breakSQL, "LOCKS", locks, "ENTRY", entry, "NOW", nowMicros, "TERMINATE", terminate)),
+		brk:        b.sql(fill(breakSQL, "LOCKS", locks, "ENTRY", entry, "NOW", nowMicros, "ANNOUNCE", announce)),
+		end:        b.sql(endSQL),
 		tombstones: b.sql(tombstonesSQL),
 	}
 }
@@ -154,17 +148,13 @@ func above(prefix string) (string, bool) {
 	return "", false
 }
 
-// breakKey runs breakSQL on key, and returns the server processes whose
-// sessions it ended.
+// breakKey runs breakSQL on key, and returns the server processes of its
+// holders (advisory mode).
 func (b *base) breakKey(ctx context.Context, key string) (driver.Entry, []int32, error) {
 	e := driver.Entry{Key: key}
 	var pids []int32
-	var stuck int64
 	err := b.pool.QueryRow(ctx, b.list.brk, b.ns, key, hash32(key), b.channelName).
-		Scan(&e.Key, &e.Holders, &e.Waiters, &e.Broken, &pids, &stuck, nil)
-	if err == nil && stuck > 0 {
-		err = fmt.Errorf("%d holders' sessions did not end within 5s (ended later, they free the key)", stuck)
-	}
+		Scan(&e.Key, &e.Holders, &e.Waiters, &e.Broken, &pids, nil)
 	return e, pids, opErr("break", key, true, err)
 }
 
@@ -175,18 +165,35 @@ func (s *TableStore) Break(ctx context.Context, key string) (driver.Entry, error
 	return e, err
 }
 
-// Break frees key as TableStore.Break does, and also ends the sessions of
-// its holders (pg_terminate_backend, waiting up to 5 s each), which frees
-// their locks and every other lease held on them: those are lost with
-// ErrNotHeld. It needs the holders' role, or pg_signal_backend.
+// Break frees key as TableStore.Break does, then ends the sessions of its
+// holders (see the package doc) and announces it. The tombstones commit
+// first, so a lease's loss, and a listing, never see a break as a release.
 func (s *AdvisoryStore) Break(ctx context.Context, key string) (driver.Entry, error) {
 	e, pids, err := s.breakKey(ctx, key)
+	if err != nil || len(pids) == 0 {
+		return e, err
+	}
+	var stuck int64
+	err = s.pool.QueryRow(ctx, s.list.end, s.ns, key, pids, s.channelName).Scan(&stuck, nil)
+	if err == nil && stuck > 0 {
+		err = fmt.Errorf("%d sessions did not end within 5s", stuck)
+	}
+	s.forget(pids)
+	if err != nil {
+		return e, fmt.Errorf("pglease: break %q: broken, but its holders keep the lock until their next renewal: %w", key, err)
+	}
+	return e, nil
+}
+
+// forget drops the sessions of s whose server processes a Break ended: a
+// statement would fail on them.
+func (s *AdvisoryStore) forget(pids []int32) {
 	s.mu.Lock()
 	sessions := slices.Collect(maps.Values(s.sessions))
 	s.mu.Unlock()
-	for _, sess := range sessions { // this store's own: forget them, or a statement would fail on them
+	for _, sess := range sessions {
 		if !sess.mu.TryLock() {
-			continue // a running statement fails, and exec ends the session
+			continue // its running statement fails, and exec ends it
 		}
 		if slices.Contains(pids, sess.pid) {
 			closeConn(sess.conn)
@@ -198,7 +205,6 @@ func (s *AdvisoryStore) Break(ctx context.Context, key string) (driver.Entry, er
 		}
 		sess.mu.Unlock()
 	}
-	return e, err
 }
 
 // markBroken turns those errors of rs, op's, that match lease.ErrNotHeld
@@ -215,12 +221,9 @@ func (b *base) markBroken(ctx context.Context, op string, rs []driver.Request, e
 		return
 	}
 	var j int64
-	var broken bool
 	rows, _ := b.pool.Query(ctx, b.list.tombstones, b.ns, keys, tokens)
-	_, err := pgx.ForEachRow(rows, []any{&j, &broken}, func() error {
-		if broken {
-			errs[at[j-1]] = opErr(op, keys[j-1], false, lease.ErrBroken)
-		}
+	_, err := pgx.ForEachRow(rows, []any{&j}, func() error {
+		errs[at[j-1]] = opErr(op, keys[j-1], false, lease.ErrBroken)
 		return nil
 	})
 	for _, i := range at {

@@ -152,8 +152,9 @@ func (r leaseRef) Key() string   { return r.key }
 func (r leaseRef) Token() string { return r.token }
 func (r leaseRef) Fence() uint64 { return r.fence }
 
-// TestMigrateBeforeShared: Migrate adds the columns of shared holds to
-// tables made before them, keeping their rows and fences.
+// TestMigrateBeforeShared: Migrate adds the columns of shared holds and
+// tombstones, and the index of List, to tables made before them, keeping
+// their rows and fences.
 func TestMigrateBeforeShared(t *testing.T) {
 	pool := sharedPool(t)
 	ctx := testCtx(t, 30*time.Second)
@@ -175,6 +176,13 @@ func TestMigrateBeforeShared(t *testing.T) {
 	}
 	if g, err := s.Acquire(ctx, asReader(req("k", "r", time.Minute))); err != nil || g.Fence != 8 {
 		t.Fatalf("shared Acquire after Migrate: fence %d, %v; want 8", g.Fence, err)
+	}
+	if e, err := s.Break(ctx, "k"); err != nil || len(e.Holders) != 1 {
+		t.Fatalf("Break after Migrate = %+v, %v; want the reader evicted", e, err)
+	}
+	var indexes int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_index WHERE indrelid = $1::regclass`, s.Table()).Scan(&indexes); err != nil || indexes != 2 {
+		t.Fatalf("the lease table has %d indexes (%v), want its key and List's", indexes, err)
 	}
 }
 
