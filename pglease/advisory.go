@@ -320,15 +320,13 @@ func (s *AdvisoryStore) Release(ctx context.Context, r driver.Request) error {
 		}
 		return pid, err
 	})
-	// A failure ended the session, which freed its locks, unless a Break
-	// ended it first.
-	errs := []error{opErr("release", r.Key, released, nil)}
-	if err != nil {
-		if s.markBroken(ctx, "release", []driver.Request{r}, errs); !errors.Is(errs[0], lease.ErrBroken) {
-			return nil
+	if err != nil && !released { // unless a Break ended it, the failed session freed the lock
+		errs := []error{opErr("release", r.Key, false, nil)}
+		if s.markBroken(ctx, "release", []driver.Request{r}, errs); errors.Is(errs[0], lease.ErrBroken) {
+			return errs[0]
 		}
 	}
-	return errs[0]
+	return opErr("release", r.Key, released || err != nil, nil)
 }
 
 // Inspect reports key's writer, or its live readers; for a free key, Fence

@@ -8,12 +8,12 @@
 //
 // Migrate creates the lease table (WithTable, default "leasekit_leases",
 // "schema.table" allowed, quoted as an identifier) and the queue table beside
-// it (QueueTable), each if missing, and adds the columns of shared holds to
-// tables made before them; no operation creates them. WithNamespace
-// isolates keys within a table. A key's row is never deleted: it keeps the
-// key's fence, which only grows, across releases, expiries and restarts (the
-// rows are durable). Expiry is judged by the server's clock
-// (clock_timestamp()), never the client's.
+// it (QueueTable), each if missing, and adds the columns of shared holds and
+// tombstones, and List's index, to tables made before them; no operation
+// creates them. WithNamespace isolates keys within a table. A key's row is
+// never deleted: it keeps the key's fence, which only grows, across
+// releases, expiries and restarts (the rows are durable). Expiry is judged
+// by the server's clock (clock_timestamp()), never the client's.
 //
 // [TableStore]: each operation is one statement on any pooled connection.
 // Acquire upserts the row when it is free, expired or already the token's,
@@ -57,6 +57,23 @@
 // release lost in a crash leaves the lease held until its TTL). An
 // announcement only wakes a waiter: nothing is granted on its word, since any
 // role may call pg_notify.
+//
+// Listing and breaking (driver.Lister, driver.Breaker, both modes): List
+// pages through the namespace's rows in byte order of their keys (the index
+// <table>_keys on (ns, key COLLATE "C"), which Migrate adds), one statement
+// scanning a page of keys and one describing them. Rows are never deleted,
+// so a listing reads every key ever taken under its prefix, free ones too.
+// Break clears a key's holders in one statement and keeps a tombstone of
+// each evicted token in the row's broken column (jsonb, token: expiry in µs)
+// until its hold would have expired: its renewal then fails with
+// lease.ErrBroken. In advisory mode the lock belongs to the holder's
+// session, so Break, once the break has committed, ends that session with
+// pg_terminate_backend (waiting up to 5 s): that needs the holder's role
+// (or membership of it), or pg_signal_backend, and it frees every lock of
+// the session, so the holder store's other leases of the same TTL are lost
+// too (ErrNotHeld, not ErrBroken). Without the permission Break returns an
+// error but the break stands: the holder gives the lock up at its next
+// renewal, a stuck one when its session's idle timeout (TTL) ends it.
 //
 // Fenced writes: FencedTx runs the caller's writes in a transaction that
 // first checks, under a FOR SHARE row lock, that the lease still holds (token,

@@ -127,8 +127,8 @@ WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3
 
 // Migrate creates the lease table, the queue table beside it and their
 // indexes, each if missing, and adds the columns of shared holds and
-// tombstones to tables made before them. It is idempotent and safe to run concurrently; on a migrated
-// database it only reads the catalog.
+// tombstones to tables made before them. It is idempotent and safe to run
+// concurrently; on a migrated database it only reads the catalog.
 func (b *base) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's
