@@ -150,7 +150,10 @@ func PostgresRegister(ctx context.Context, dsn, table, id string) (spec string, 
 	}
 	defer pool.Close()
 	t := pgx.Identifier{table}.Sanitize()
-	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+t+" (id text PRIMARY KEY, lock_version bigint NOT NULL, value bigint NOT NULL)"); err != nil {
+	// Two runs creating the table at once collide in the catalog (a unique
+	// violation) despite IF NOT EXISTS: one statement string, one implicit
+	// transaction, under a transaction lock of the harness's own.
+	if _, err := pool.Exec(ctx, "SELECT pg_advisory_xact_lock(7163042195); CREATE TABLE IF NOT EXISTS "+t+" (id text PRIMARY KEY, lock_version bigint NOT NULL, value bigint NOT NULL)"); err != nil {
 		return "", nil, fmt.Errorf("create the register table: %w", err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO "+t+" (id, lock_version, value) VALUES ($1, 0, 0), ($2, 0, $4), ($3, 0, $4) ON CONFLICT (id) DO UPDATE SET lock_version = 0, value = excluded.value",
