@@ -127,6 +127,12 @@ rediss://...?skip_verify=true disables that verification (test servers only).`,
 		hidden("demo-worker", func(args []string) int { return demoWorkerCommand(args, stdin, stdout, stderr) }),
 		hidden("verify-worker", func([]string) int { return verifyWorkerCommand(stderr) }),
 	)
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Example = `  source <(lease completion bash)
+  lease completion zsh > "${fpath[1]}/_lease"
+  lease completion fish > ~/.config/fish/completions/lease.fish`
+	}
 	return root
 }
 
