@@ -66,8 +66,10 @@ LEASE_KEY and KEY in LEASE_SEMAPHORE. --shared takes a reader's lease.`,
   lease run --shared config -- ./read-config
   lease run account:1 account:2 -- ./transfer 1 2 100`,
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			if cmd.ArgsLenAtDash() >= 0 {
-				return nil, cobra.ShellCompDirectiveDefault // CMD: files
+			// After "--" comes CMD. (Completion parses the line twice,
+			// once with a "--" appended, which ArgsLenAtDash keeps.)
+			if slices.Contains(os.Args[1:len(os.Args)-1], "--") {
+				return nil, cobra.ShellCompDirectiveDefault // files
 			}
 			return completeKeys(cmd, &f.common, toComplete)
 		},
