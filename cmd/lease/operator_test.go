@@ -328,3 +328,32 @@ func TestHelpHasExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakAsksOnTerminal: on a terminal (script(1)'s pseudo-terminal),
+// lease break names the holder and breaks only after "y".
+func TestBreakAsksOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to give lease break a terminal")
+	}
+	store, key := fileStore(t), uniqueKey(t)
+	holdInBackground(t, store, key)
+	onTTY := func(answer string) result {
+		cmd := exec.Command(script, "-q", "-e", "-c", bin+" break -s '"+store+"' '"+key+"'", "/dev/null")
+		cmd.Stdin = strings.NewReader(answer + "\n")
+		cmd.Env = append(os.Environ(), "LEASE_STORE=")
+		out, _ := cmd.CombinedOutput()
+		return result{code: cmd.ProcessState.ExitCode(), stdout: string(out)}
+	}
+	r := onTTY("n")
+	if r.code != 1 || !strings.Contains(r.stdout, "is held by background") || !strings.Contains(r.stdout, "not broken") {
+		t.Errorf("answer n: exit %d, want 1:\n%s", r.code, r.stdout)
+	}
+	if !statusOf(t, store, key).Held {
+		t.Fatal("the key was broken after the answer n")
+	}
+	canList(t, "file", store)
+	if r := onTTY("y"); r.code != 0 || !strings.Contains(r.stdout, "broke "+key+": holder background") {
+		t.Errorf("answer y: exit %d:\n%s", r.code, r.stdout)
+	}
+}
