@@ -8,9 +8,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +22,9 @@ import (
 // listing says which stores can list and break keys: their tests fail if
 // the store says it cannot. The others return an error matching
 // errors.ErrUnsupported (exit 69, "unsupported operation") for now, and
-// their tests skip. (mem:// lives in one process: the CLI tests cannot use it.)
-var listing = map[string]bool{"mem": true}
+// their tests skip. (mem:// lives in one process: the CLI tests cannot use
+// it.)
+var listing = map[string]bool{"file": true, "mem": true, "redis": true, "etcd": true, "zk": true}
 
 // leaseWith runs the binary like lease, with env added to its environment.
 func leaseWith(t *testing.T, env []string, args ...string) result {
@@ -124,6 +127,7 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 				t.Errorf("lease list: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 			}
 
+			watched(t, events, key, "acquired background", "queued")
 			r = lease(t, "break", "-s", store, key) // stdin is not a terminal
 			if r.code != 64 || !strings.Contains(r.stderr, "--yes") || r.stdout != "" {
 				t.Errorf("break without a terminal or --yes: exit %d, want 64 naming --yes:\n%s%s", r.code, r.stdout, r.stderr)
@@ -148,31 +152,7 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 				t.Errorf("the waiter's fence %d is not above the broken holder's %d", fence, held.Holders[0].Fence)
 			}
 
-			want := map[string]bool{"acquired background": false, "queued": false, "broken background": false}
-			waitFor(t, 20*time.Second, "the watched changes", func() bool {
-				for _, line := range strings.Split(events.String(), "\n") {
-					var ch struct {
-						Kind, Key string
-						Holder    *struct{ Holder string }
-					}
-					if json.Unmarshal([]byte(line), &ch) != nil || ch.Key != key {
-						continue
-					}
-					k := ch.Kind
-					if ch.Holder != nil {
-						k += " " + ch.Holder.Holder
-					}
-					if _, ok := want[k]; ok {
-						want[k] = true
-					}
-				}
-				for _, seen := range want {
-					if !seen {
-						return false
-					}
-				}
-				return true
-			})
+			watched(t, events, key, "broken background")
 			if watcher.exited() {
 				t.Errorf("lease watch exited: %s", events.String())
 			}
@@ -188,6 +168,34 @@ func canList(t *testing.T, name, store string) {
 	if r.code != 0 {
 		t.Fatalf("lease list: exit %d: %s", r.code, r.stderr)
 	}
+}
+
+// watched waits until lease watch --json has printed every change of key
+// in want: a kind, and for a hold's change a space and its holder.
+func watched(t *testing.T, events *syncBuffer, key string, want ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	defer func() {
+		if t.Failed() {
+			t.Logf("lease watch printed:\n%s", events)
+		}
+	}()
+	waitFor(t, 20*time.Second, fmt.Sprintf("lease watch to print %q", want), func() bool {
+		for _, line := range strings.Split(events.String(), "\n") {
+			var ch struct {
+				Kind, Key string
+				Holder    *struct{ Holder string }
+			}
+			if json.Unmarshal([]byte(line), &ch) != nil || ch.Key != key {
+				continue
+			}
+			if ch.Holder != nil {
+				ch.Kind += " " + ch.Holder.Holder
+			}
+			seen[ch.Kind] = true
+		}
+		return !slices.ContainsFunc(want, func(w string) bool { return !seen[w] })
+	})
 }
 
 func TestBreakFreeKey(t *testing.T) {
