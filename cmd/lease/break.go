@@ -36,7 +36,7 @@ question, and without a terminal --yes is required. It prints what it broke.`,
 		Example: `  lease break job:invoice
   lease break --yes -s redis://localhost:6379 job:invoice
   lease break -y --json job:invoice`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("KEY"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
@@ -44,17 +44,15 @@ question, and without a terminal --yes is required. It prints what it broke.`,
 			return completeKeys(cmd, &c, toComplete)
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			ctx, cancel := timeoutCtx(context.Background(), timeout)
-			defer cancel()
-			b := breaker{c: &c, key: args[0], yes: yes, asJSON: asJSON, stdin: stdin, stdout: stdout, stderr: stderr}
-			return exit(b.run(ctx))
+			b := breaker{c: &c, key: args[0], yes: yes, asJSON: asJSON, timeout: timeout, stdin: stdin, stdout: stdout, stderr: stderr}
+			return exit(b.run())
 		},
 	}
 	fs := cmd.Flags()
 	c.flags(fs)
 	fs.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
 	fs.BoolVar(&asJSON, "json", false, "print what was broken as one JSON object")
-	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on the store after this long, the question included (0: no limit)")
+	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on each call to the store after this long (0: no limit)")
 	withEnv(fs)
 	return cmd
 }
@@ -64,14 +62,17 @@ type breaker struct {
 	c              *common
 	key            string
 	yes, asJSON    bool
+	timeout        time.Duration // of each call to the store; the question waits
 	stdin          io.Reader
 	stdout, stderr io.Writer
 }
 
-func (b *breaker) run(ctx context.Context) int {
+func (b *breaker) run() int {
 	if !b.yes && !isTerminal(b.stdin) {
 		return fail(b.stderr, "break", exitUsage, "refusing to break %q without confirmation: stdin is not a terminal; add --yes", b.key)
 	}
+	ctx, cancel := timeoutCtx(context.Background(), b.timeout)
+	defer cancel()
 	client, safeURL, done, code := b.c.openClient(ctx, "break", b.stderr)
 	if code != exitOK {
 		return code
@@ -81,6 +82,8 @@ func (b *breaker) run(ctx context.Context) int {
 		if code := b.confirm(ctx, client, safeURL); code != exitOK {
 			return code
 		}
+		ctx, cancel = timeoutCtx(context.Background(), b.timeout) // the answer took its time
+		defer cancel()
 	}
 	k, err := client.ForceRelease(ctx, b.key)
 	if err != nil {

@@ -147,6 +147,16 @@ func hidden(name string, run func(args []string) int) *cobra.Command {
 	}
 }
 
+// oneArg accepts exactly one argument, named name in the error.
+func oneArg(name string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("want exactly one %s, got %d arguments", name, len(args))
+		}
+		return nil
+	}
+}
+
 // noEnv marks a flag that is not read from the environment.
 const noEnv = "lease_no_env"
 

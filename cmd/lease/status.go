@@ -40,7 +40,7 @@ object: {"key", "held", "holder", "fence", "remaining_ms", "store", "shared",
 "readers"}; remaining_ms is 0 when the store cannot tell (etcd).`,
 		Example: `  lease status job:invoice
   lease status --json -s redis://localhost:6379 job:invoice`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("KEY"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
