@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/oneline"
@@ -43,6 +45,14 @@ type common struct {
 	logFormat string
 }
 
+// flags adds the common flags to a subcommand's flag set.
+func (c *common) flags(fs *pflag.FlagSet) {
+	fs.StringVarP(&c.store, "store", "s", "", "store URL (default the per-user file store "+leaseurl.DefaultURL()+")")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+}
+
+// register adds the common flags to a hidden command's flag set.
 func (c *common) register(fs *flagSet) {
 	fs.StringVar(&c.store, "store", "", "store URL (default $"+storeEnv+", else the per-user file store "+leaseurl.DefaultURL()+")")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -106,4 +116,43 @@ func (c *common) openStore(ctx context.Context, log *slog.Logger) (driver.Store,
 func fail(stderr io.Writer, cmd string, code int, format string, args ...any) int {
 	fmt.Fprintf(stderr, "lease %s: %s\n", cmd, termtext.Escape(oneline.Join(fmt.Sprintf(format, args...))))
 	return code
+}
+
+// openClient opens the store and a Client on it for the operator's
+// commands (list, break, watch); on failure it has printed the error and
+// returns the exit code, else close and exitOK.
+func (c *common) openClient(ctx context.Context, cmd string, stderr io.Writer) (*lease.Client, string, func(), int) {
+	log, err := c.logger(stderr)
+	if err != nil {
+		return nil, "", nil, fail(stderr, cmd, exitUsage, "%v", err)
+	}
+	store, safeURL, code, err := c.openStore(ctx, log)
+	if err != nil {
+		return nil, "", nil, fail(stderr, cmd, code, "%v", err)
+	}
+	client, err := lease.New(store, lease.WithLogger(log))
+	if err != nil {
+		store.Close()
+		return nil, "", nil, fail(stderr, cmd, exitSoftware, "%v", err)
+	}
+	return client, safeURL, func() { client.Close(); store.Close() }, exitOK
+}
+
+// storeFailed prints the failure of an operation on the store and returns
+// its exit code: 64 for an invalid key or prefix, else 69 (the store is
+// unreachable, or cannot do it).
+func storeFailed(stderr io.Writer, cmd, safeURL string, err error) int {
+	code := exitUnavailable
+	if errors.Is(err, lease.ErrInvalid) {
+		code = exitUsage
+	}
+	return fail(stderr, cmd, code, "store %s: %v", safeURL, err)
+}
+
+// timeoutCtx is ctx bounded by d (0: no limit).
+func timeoutCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
 }

@@ -16,7 +16,7 @@ func TestDebugPage(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	dir := t.TempDir()
 	addr := freePort(t)
-	cmd, out := background(t, "run", "--store", store, "--key", key, "--holder", "debug-holder", "--metrics-addr", addr, "--",
+	cmd, out := background(t, "run", "--store", store, key, "--holder", "debug-holder", "--metrics-addr", addr, "--",
 		"sh", "-c", `echo ready > "$0/ready"; while [ ! -e "$0/stop" ]; do sleep 0.1; done`, dir)
 	waitFile(t, filepath.Join(dir, "ready"), 20*time.Second)
 	body := func(query string) string {

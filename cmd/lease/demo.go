@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/termtext"
@@ -61,22 +63,38 @@ type demoCheck struct {
 // maxDemoTTL bounds lease demo --ttl: the story takes about 4.5 TTLs.
 const maxDemoTTL = time.Minute
 
-func demoCommand(args []string, stdout, stderr io.Writer) int {
+func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 	var c common
 	var key, wlevel string
 	var ttl time.Duration
-	fs := newFlagSet("demo", "[flags]", stderr)
-	c.register(fs)
+	cmd := &cobra.Command{
+		Use:   "demo [flags]",
+		Short: "The leasekit story with real processes",
+		Long: `Start three worker processes that compete for one key: one holds it, two wait;
+the holder is killed with kill -9 and a waiter takes over with a larger fence;
+the new holder is frozen past its TTL, and its late write with the old fence
+is refused by a fenced register. Prints a timeline and a summary; exits 1 if
+an expectation failed. Runs on a temporary file store unless --store is given
+($LEASE_STORE is not read).`,
+		Example: `  lease demo
+  lease demo --ttl 1s -s redis://localhost:6379`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return exit(demoCommand(&c, key, wlevel, ttl, stdout, stderr))
+		},
+	}
+	fs := cmd.Flags()
+	c.flags(fs)
 	fs.StringVar(&key, "key", "job:invoice-generation", "lease key the workers compete for")
-	fs.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL (10ms to 1m; the demo lasts about 4.5 TTLs)")
+	fs.DurationVarP(&ttl, "ttl", "t", 2*time.Second, "lease TTL (10ms to 1m; the demo lasts about 4.5 TTLs)")
 	fs.StringVar(&wlevel, "worker-log-level", "error", "log level of the worker processes (their logs go to stderr)")
 	fs.Lookup("store").Usage = "store URL (default: a file store in a new temporary directory)"
-	if code := fs.parse(args); code >= 0 {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return fail(stderr, "demo", exitUsage, "unexpected arguments %q", fs.Args())
-	}
+	skipEnv(fs, "store")
+	withEnv(fs)
+	return cmd
+}
+
+func demoCommand(c *common, key, wlevel string, ttl time.Duration, stdout, stderr io.Writer) int {
 	if err := checkDuration("ttl", ttl, lease.MinTTL, maxDemoTTL); err != nil {
 		return fail(stderr, "demo", exitUsage, "%v", err)
 	}

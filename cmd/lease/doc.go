@@ -1,14 +1,29 @@
 // Command lease runs commands under distributed leases with fencing tokens,
-// shows who holds a lease, and tells the leasekit story with real processes.
+// shows, lists, watches and breaks the leases of a store, and tells the
+// leasekit story with real processes.
 //
-//	lease run [flags] -- CMD [ARGS...]
+//	lease run [flags] KEY [KEY...] -- CMD [ARGS...]
 //	lease status [--json] [flags] KEY
+//	lease list [--json] [flags] [PREFIX]
+//	lease break [-y] [--json] [flags] KEY
+//	lease watch [--json] [-i INTERVAL] [flags] [PREFIX]
 //	lease demo [flags]
-//	lease verify --store URL [--workload W] [--duration D] [--register postgres://...] [--json]
+//	lease verify -s URL [--workload W] [--duration D] [--register postgres://...] [--json]
+//	lease completion bash|zsh|fish
+//
+// The command line is parsed by cobra: GNU-style long and short flags
+// (-s/--store, -t/--ttl, -n/--slots, -y/--yes, -i/--interval), anywhere
+// before "--"; every command's --help has examples. Every flag is also read
+// from LEASE_ and its name in capitals (LEASE_STORE, LEASE_TTL,
+// LEASE_NO_WAIT) unless given on the command line, except run's --key,
+// --holder and --shared (lease run sets LEASE_KEY, LEASE_HOLDER and
+// LEASE_SHARED for its command, which may run lease itself) and demo's
+// --store. Completion (cobra's, for bash, zsh and fish) offers the store's
+// keys, listed within 2 s.
 //
 // # Stores
 //
-// --store URL, else $LEASE_STORE, else the per-user file store
+// -s/--store URL, else $LEASE_STORE, else the per-user file store
 // ($XDG_STATE_HOME/leasekit, else ~/.local/state/leasekit, else
 // $XDG_CACHE_HOME/leasekit, else $XDG_RUNTIME_DIR/leasekit, else
 // /tmp/leasekit-UID; usage and --help print the one in effect; a directory
@@ -36,7 +51,7 @@
 //
 // # lease run
 //
-// Acquires --key (waiting while someone else holds it, unless --no-wait or
+// Acquires KEY (waiting while someone else holds it, unless --no-wait or
 // until --timeout), then runs CMD in its own process group with LEASE_KEY,
 // LEASE_TOKEN, LEASE_FENCE, LEASE_HOLDER and LEASE_TTL_MS in its environment,
 // renewing the lease (the heartbeat) until CMD and what it started have
@@ -44,13 +59,16 @@
 // SIGUSR1 and SIGUSR2 sent to lease are forwarded to CMD's process group. If
 // the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after
 // --grace. If lease itself is killed with kill -9, the lease expires after
-// --ttl. --key repeated holds every key or none (Client.AcquireAll); CMD
+// --ttl. Several KEYs are held all or none (Client.AcquireAll); CMD
 // then gets LEASE_KEY_COUNT, and LEASE_KEY_i, LEASE_TOKEN_i and
 // LEASE_FENCE_i for i from 1, in key order, instead of the three without i.
 // --shared takes a reader's lease of one key (Client.AcquireShared): readers
 // run side by side, never beside a writer (a lease run without --shared),
 // and readers that come after a waiting writer wait behind it; CMD then gets
-// LEASE_SHARED=1 and the read epoch's LEASE_FENCE.
+// LEASE_SHARED=1 and the read epoch's LEASE_FENCE. -n N holds one of N
+// slots of the semaphore KEY (Client.AcquireSemaphore): CMD gets the slot's
+// key in LEASE_KEY and KEY in LEASE_SEMAPHORE. The old --key KEY (hidden)
+// still works, and then CMD may come without "--".
 // $LEASE_STORE, whose URL may hold a password, is removed from CMD's
 // environment unless --pass-store is given.
 //
@@ -76,6 +94,7 @@
 //	0        CMD exited 0                                printed          every expectation held
 //	N        CMD exited N (128+S if signal S killed it)
 //	1                                                                     an expectation failed
+//	         (lease break: the question was not answered yes)
 //	64       usage: bad flag, bad or unknown store URL   same             same
 //	69       the store could not be opened or reached    same             same
 //	70       internal error (e.g. --metrics-addr in use)
@@ -94,6 +113,18 @@
 // remaining_ms is 0 when the store cannot tell (etcd). Control characters
 // and invalid UTF-8 in the key and holder are escaped ("\n", "\x1b"), here
 // and in every message and error line of lease.
+//
+// # lease list, break, watch
+//
+// lease list prints a row per holder of every key starting with PREFIX that
+// is held, has waiters or was just broken (Client.List): KEY, KIND, HOLDER,
+// ID (a digest of the token), FENCE, REMAINING, WAITERS; --json prints one
+// object per key as the store pages them. lease break KEY
+// (Client.ForceRelease) asks on a terminal, needs --yes without one (else
+// exit 64) and prints what it broke. lease watch prints the changes of the
+// keys (Client.Watch) until SIGINT or SIGTERM, then exits 0. A store that
+// cannot list or break is exit 69, as is an unreachable one; exit 64 for an
+// invalid key or prefix.
 //
 // # Metrics and logs
 //

@@ -27,15 +27,15 @@ func TestErrorMessages(t *testing.T) {
 	const pw = "Pa55-w0rd-never-printed"
 	key := "errors:k"
 	redisURL := "redis://u:" + pw + "@127.0.0.1:1/"
-	wantStderr(t, "run, unreachable Redis", lease(t, "run", "--store", redisURL, "--key", key, "--", "true"), 69,
+	wantStderr(t, "run, unreachable Redis", lease(t, "run", "--store", redisURL, key, "--", "true"), 69,
 		`lease run: acquire "errors:k": store redis://u:xxxxx@127.0.0.1:1/: dial tcp 127.0.0.1:1: connect: connection refused`)
 	wantStderr(t, "status, unreachable Redis", lease(t, "status", "--store", redisURL, key), 69,
 		`lease status: inspect "errors:k": store redis://u:xxxxx@127.0.0.1:1/: dial tcp 127.0.0.1:1: connect: connection refused`)
 	pgURL := "postgres://u:" + pw + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=5"
-	wantStderr(t, "run, unreachable PostgreSQL", lease(t, "run", "--store", pgURL, "--key", key, "--", "true"), 69,
+	wantStderr(t, "run, unreachable PostgreSQL", lease(t, "run", "--store", pgURL, key, "--", "true"), 69,
 		`lease run: leaseurl: open postgres store "postgres://u:xxxxx@127.0.0.1:1/db?sslmode=disable&connect_timeout=5": connect: `+
 			"failed to connect to `user=u database=db`: 127.0.0.1:1 (127.0.0.1): dial error: dial tcp 127.0.0.1:1: connect: connection refused")
-	r := lease(t, "run", "--store", "gopher://x", "--key", key, "--", "true")
+	r := lease(t, "run", "--store", "gopher://x", key, "--", "true")
 	if r.code != 64 || !strings.HasPrefix(r.stderr, `lease run: leaseurl: unsupported store URL scheme "gopher" in "gopher://x" (want one of `) ||
 		strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("unknown scheme: exit %d; stderr:\n%s", r.code, r.stderr)
@@ -45,7 +45,7 @@ func TestErrorMessages(t *testing.T) {
 // TestRedisLogIsDebug: go-redis's own log lines (its pool's retries) are
 // not printed at the default level, and are slog lines at debug level.
 func TestRedisLogIsDebug(t *testing.T) {
-	r := lease(t, "run", "--log-level", "debug", "--store", "redis://127.0.0.1:1/", "--key", "k", "--", "true")
+	r := lease(t, "run", "--log-level", "debug", "--store", "redis://127.0.0.1:1/", "k", "--", "true")
 	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
 		if !strings.HasPrefix(l, "time=") && !strings.HasPrefix(l, "lease run: ") {
 			t.Errorf("a line that is not the command's: %q", l)
@@ -61,7 +61,7 @@ func TestNoWaitMessageOnEveryStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			key := uniqueKey(t)
 			holdInBackground(t, store, key)
-			r := lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true")
+			r := lease(t, "run", "--store", store, key, "--no-wait", "--", "true")
 			// Stores that cannot tell the time left (etcd) leave it out.
 			re := regexp.MustCompile(`^lease run: not acquired \(--no-wait\): lease: key ` + regexp.QuoteMeta(fmt.Sprintf("%q", key)) +
 				` is held by "background" \(fence [1-9][0-9]*\)(, [0-9.]+m?s left)?\n$`)
@@ -80,7 +80,7 @@ func TestPostgresMissingTableHint(t *testing.T) {
 	}
 	table := fmt.Sprintf("leasecli_missing_%d", time.Now().UnixNano())
 	store := dsn + sep + "migrate=false&table=" + table
-	wantStderr(t, "run, migrate=false", lease(t, "run", "--store", store, "--key", "k", "--", "true"), 69,
+	wantStderr(t, "run, migrate=false", lease(t, "run", "--store", store, "k", "--", "true"), 69,
 		fmt.Sprintf(`lease run: leaseurl: open postgres store %q: table "%s" does not exist and migrate=false: `+
 			"drop migrate=false to create it, or call pglease's Store.Migrate", leaseurl.Redact(store), table))
 }

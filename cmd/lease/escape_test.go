@@ -43,7 +43,7 @@ func statusLine(out string) string {
 
 func TestOutputEscapesHolderAndKey(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
-	holder, out := background(t, "run", "--store", store, "--key", key, "--holder", attack, "--", "sleep", "60")
+	holder, out := background(t, "run", "--store", store, key, "--holder", attack, "--", "sleep", "60")
 	waitFor(t, 20*time.Second, "the attacker's holder", func() bool {
 		if holder.exited() {
 			t.Fatalf("lease run exited: %s", out.String())
@@ -63,11 +63,11 @@ func TestOutputEscapesHolderAndKey(t *testing.T) {
 		t.Errorf("status: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stdout), r.stdout)
 	}
 	// lease run's text log while it waits names the holder; its error too.
-	r = lease(t, "run", "--store", store, "--key", key, "--timeout", "300ms", "--", "true")
+	r = lease(t, "run", "--store", store, key, "--timeout", "300ms", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "lease held, waiting") || rawControl(r.stderr) != "" {
 		t.Errorf("run --timeout: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stderr), r.stderr)
 	}
-	r = lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true")
+	r = lease(t, "run", "--store", store, key, "--no-wait", "--", "true")
 	if r.code != 75 || rawControl(r.stderr) != "" {
 		t.Errorf("run --no-wait: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stderr), r.stderr)
 	}
@@ -79,11 +79,11 @@ func TestOutputEscapesHolderAndKey(t *testing.T) {
 	if r.code != 0 || rawControl(r.stdout) != "" || statusLine(r.stdout) != "free" {
 		t.Errorf("status of a bad key: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stdout), r.stdout)
 	}
-	r = lease(t, "run", "--store", store, "--key", bad, "--holder", attack, "--", "true")
+	r = lease(t, "run", "--store", store, bad, "--holder", attack, "--", "true")
 	if r.code != 0 || !strings.Contains(r.stderr, "lease acquired") || rawControl(r.stderr) != "" {
 		t.Errorf("run on a bad key: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stderr), r.stderr)
 	}
-	r = lease(t, "run", "--store", store, "--key", bad, "--timeout", "-1s", "--", "true")
+	r = lease(t, "run", "--store", store, bad, "--timeout", "-1s", "--", "true")
 	if r.code != 64 || rawControl(r.stderr) != "" {
 		t.Errorf("usage error: exit %d, control characters near %q:\n%s", r.code, rawControl(r.stderr), r.stderr)
 	}

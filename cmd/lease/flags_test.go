@@ -50,7 +50,7 @@ func TestFlagValues(t *testing.T) {
 			args := []string{c.cmd, "--" + c.flag, c.value}
 			switch c.cmd {
 			case "run":
-				args = append(args, "--store", store, "--key", key, "--", "true")
+				args = append(args, "--store", store, key, "--", "true")
 			case "status":
 				args = append(args, "--store", store, key)
 			default:

@@ -182,18 +182,18 @@ func TestRunExitCodes(t *testing.T) {
 		script string
 		want   int
 	}{{"exit 0", 0}, {"exit 7", 7}, {"kill -TERM $$", 128 + 15}} {
-		r := lease(t, "run", "--store", store, "--key", key, "--", "sh", "-c", tc.script)
+		r := lease(t, "run", "--store", store, key, "--", "sh", "-c", tc.script)
 		if r.code != tc.want {
 			t.Errorf("%q: exit %d, want %d; stderr:\n%s", tc.script, r.code, tc.want, r.stderr)
 		}
 	}
-	if r := lease(t, "run", "--store", store, "--key", key, "--", "/nonexistent/cmd"); r.code != 127 {
+	if r := lease(t, "run", "--store", store, key, "--", "/nonexistent/cmd"); r.code != 127 {
 		t.Errorf("missing command: exit %d, want 127", r.code)
 	}
 	if r := lease(t, "run", "--store", store, "--", "true"); r.code != 64 {
-		t.Errorf("without --key: exit %d, want 64", r.code)
+		t.Errorf("without KEY: exit %d, want 64", r.code)
 	}
-	if r := lease(t, "run", "--store", "gopher://x", "--key", key, "--", "true"); r.code != 64 {
+	if r := lease(t, "run", "--store", "gopher://x", key, "--", "true"); r.code != 64 {
 		t.Errorf("unknown scheme: exit %d, want 64: %s", r.code, r.stderr)
 	}
 	if s := statusOf(t, store, key); s.Held {
@@ -204,7 +204,7 @@ func TestRunExitCodes(t *testing.T) {
 func TestRunEnvironment(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	out := filepath.Join(t.TempDir(), "env")
-	r := lease(t, "run", "--store", store, "--key", key, "--holder", "tester", "--",
+	r := lease(t, "run", "--store", store, key, "--holder", "tester", "--",
 		"sh", "-c", `printf '%s\n%s\n%s\n%s\n' "$LEASE_KEY" "$LEASE_TOKEN" "$LEASE_FENCE" "$LEASE_HOLDER" > "$0"`, out)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -218,7 +218,7 @@ func TestRunEnvironment(t *testing.T) {
 		t.Fatalf("child saw LEASE_KEY, LEASE_TOKEN, LEASE_FENCE, LEASE_HOLDER = %q", lines)
 	}
 	// A second run gets a larger fence.
-	r = lease(t, "run", "--store", store, "--key", key, "--", "sh", "-c", `echo "$LEASE_FENCE" > "$0"`, out)
+	r = lease(t, "run", "--store", store, key, "--", "sh", "-c", `echo "$LEASE_FENCE" > "$0"`, out)
 	b2, _ := os.ReadFile(out)
 	var f1, f2 uint64
 	fmt.Sscan(lines[2], &f1)
@@ -228,13 +228,13 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
-// TestRunSeveralKeys: repeated --key holds every key or none; the command
+// TestRunSeveralKeys: several KEYs hold every key or none; the command
 // gets each key's fence, in key order.
 func TestRunSeveralKeys(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	a, b := key+":a", key+":b"
 	out := filepath.Join(t.TempDir(), "env")
-	r := lease(t, "run", "--store", store, "--key", b, "--key", a, "--",
+	r := lease(t, "run", "--store", store, b, a, "--",
 		"sh", "-c", `printf '%s %s %s %s %s\n' "$LEASE_KEY_COUNT" "$LEASE_KEY_1" "$LEASE_FENCE_1" "$LEASE_KEY_2" "$LEASE_FENCE_2" > "$0"`, out)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -247,7 +247,7 @@ func TestRunSeveralKeys(t *testing.T) {
 		t.Errorf("child saw %q, want %q", got, want)
 	}
 	holdInBackground(t, store, b)
-	r = lease(t, "run", "--store", store, "--key", a, "--key", b, "--no-wait", "--", "true")
+	r = lease(t, "run", "--store", store, a, b, "--no-wait", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "background") {
 		t.Errorf("--no-wait with %s held: exit %d, want 75 and the holder named; stderr:\n%s", b, r.code, r.stderr)
 	}
@@ -262,7 +262,7 @@ func TestRunShared(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	holdInBackground(t, store, key, "--shared")
 	out := filepath.Join(t.TempDir(), "env")
-	r := lease(t, "run", "--store", store, "--key", key, "--shared", "--no-wait", "--",
+	r := lease(t, "run", "--store", store, key, "--shared", "--no-wait", "--",
 		"sh", "-c", `printf '%s %s\n' "$LEASE_SHARED" "$LEASE_FENCE" > "$0"`, out)
 	if r.code != 0 {
 		t.Fatalf("a second reader: exit %d: %s", r.code, r.stderr)
@@ -274,11 +274,11 @@ func TestRunShared(t *testing.T) {
 	if !st.Held || !st.Shared || st.Readers != 1 || st.Holder != "background" {
 		t.Errorf("status while one reader holds = %+v, want held shared by the background reader", st)
 	}
-	r = lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true")
+	r = lease(t, "run", "--store", store, key, "--no-wait", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "background") {
 		t.Errorf("a writer with --no-wait: exit %d, want 75 and the reader named; stderr:\n%s", r.code, r.stderr)
 	}
-	r = lease(t, "run", "--store", store, "--key", key, "--key", key+":b", "--shared", "--", "true")
+	r = lease(t, "run", "--store", store, key, key+":b", "--shared", "--", "true")
 	if r.code != 64 {
 		t.Errorf("--shared with two keys: exit %d, want 64; stderr:\n%s", r.code, r.stderr)
 	}
@@ -288,7 +288,7 @@ func TestRunShared(t *testing.T) {
 // store shows it held.
 func holdInBackground(t *testing.T, store, key string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"run", "--store", store, "--key", key, "--holder", "background"}, extra...)
+	args := append([]string{"run", "--store", store, key, "--holder", "background"}, extra...)
 	cmd, out := background(t, append(args, "--", "sleep", "60")...)
 	waitFor(t, 20*time.Second, "the background holder", func() bool {
 		if cmd.exited() {
@@ -302,12 +302,12 @@ func holdInBackground(t *testing.T, store, key string, extra ...string) *proc {
 func TestRunNotAcquired(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	holdInBackground(t, store, key)
-	r := lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true")
+	r := lease(t, "run", "--store", store, key, "--no-wait", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "background") {
 		t.Errorf("--no-wait: exit %d, want 75 and the holder named; stderr:\n%s", r.code, r.stderr)
 	}
 	start := time.Now()
-	r = lease(t, "run", "--store", store, "--key", key, "--timeout", "1s", "--", "true")
+	r = lease(t, "run", "--store", store, key, "--timeout", "1s", "--", "true")
 	if r.code != 75 {
 		t.Errorf("--timeout 1s: exit %d, want 75; stderr:\n%s", r.code, r.stderr)
 	}
@@ -323,7 +323,7 @@ func TestRunQueueFull(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "leases")
 	store, key := "file://"+dir+"?max_waiters=1", uniqueKey(t)
 	holdInBackground(t, store, key)
-	waiter, out := background(t, "run", "--store", store, "--key", key, "--holder", "waiter", "--", "true")
+	waiter, out := background(t, "run", "--store", store, key, "--holder", "waiter", "--", "true")
 	waitFor(t, 20*time.Second, "the waiter to queue", func() bool {
 		if waiter.exited() {
 			t.Fatalf("the waiter exited: %s", out.String())
@@ -337,7 +337,7 @@ func TestRunQueueFull(t *testing.T) {
 		return false
 	})
 	start := time.Now()
-	r := lease(t, "run", "--store", store, "--key", key, "--timeout", "30s", "--", "true")
+	r := lease(t, "run", "--store", store, key, "--timeout", "30s", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "queue of waiters is full") || !strings.Contains(r.stderr, "max_waiters") {
 		t.Errorf("third run: exit %d, want 75 and a queue-full message; stderr:\n%s", r.code, r.stderr)
 	}
@@ -354,7 +354,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	dir := t.TempDir()
 	script := `trap 'echo term > "$0/got"; exit 3' TERM; echo ready > "$0/ready"; while :; do sleep 0.1; done`
-	cmd, out := background(t, "run", "--store", store, "--key", key, "--", "sh", "-c", script, dir)
+	cmd, out := background(t, "run", "--store", store, key, "--", "sh", "-c", script, dir)
 	waitFile(t, filepath.Join(dir, "ready"), 20*time.Second)
 	if err := cmd.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestRunKill9LeaseExpires(t *testing.T) {
 		t.Errorf("the lease expired %v after kill -9, TTL 1s", d)
 	}
 	// And the next holder can run.
-	if r := lease(t, "run", "--store", store, "--key", key, "--no-wait", "--", "true"); r.code != 0 {
+	if r := lease(t, "run", "--store", store, key, "--no-wait", "--", "true"); r.code != 0 {
 		t.Errorf("run after expiry: exit %d: %s", r.code, r.stderr)
 	}
 }
@@ -405,7 +405,7 @@ func TestRunLossStopsTheCommand(t *testing.T) {
 			store := "redis://" + addr + "/?prefix=" + prefix
 			key := uniqueKey(t)
 			dir := t.TempDir()
-			cmd, out := background(t, "run", "--store", store, "--key", key, "--ttl", "1s", "--grace", "1s", "--", "sh", "-c", tc.script, dir)
+			cmd, out := background(t, "run", "--store", store, key, "--ttl", "1s", "--grace", "1s", "--", "sh", "-c", tc.script, dir)
 			waitFile(t, filepath.Join(dir, "ready"), 20*time.Second)
 			// Take the lease away behind lease run's back: its next renewal
 			// finds its token gone.
@@ -485,7 +485,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
 	dir := t.TempDir()
 	addr := freePort(t)
-	cmd, out := background(t, "run", "--store", store, "--key", key, "--ttl", "2s", "--metrics-addr", addr, "--",
+	cmd, out := background(t, "run", "--store", store, key, "--ttl", "2s", "--metrics-addr", addr, "--",
 		"sh", "-c", `echo ready > "$0/ready"; while [ ! -e "$0/stop" ]; do sleep 0.1; done`, dir)
 	waitFile(t, filepath.Join(dir, "ready"), 20*time.Second)
 	time.Sleep(1500 * time.Millisecond) // two heartbeats (every TTL/3)
@@ -535,7 +535,7 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 	} {
 		for _, args := range [][]string{
 			{"status", "--json", "--log-level", "debug", "--timeout", "5s", "--store", store, key},
-			{"run", "--log-level", "debug", "--timeout", "2s", "--store", store, "--key", key, "--", "true"},
+			{"run", "--log-level", "debug", "--timeout", "2s", "--store", store, key, "--", "true"},
 		} {
 			r := lease(t, args...)
 			if r.code == 0 {
@@ -561,7 +561,7 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 			}
 			return err == nil
 		})
-		r := lease(t, "run", "--log-level", "debug", "--store", good, "--key", key, "--", "true")
+		r := lease(t, "run", "--log-level", "debug", "--store", good, key, "--", "true")
 		if r.code != 0 {
 			t.Errorf("run with the right password: exit %d: %s", r.code, r.stderr)
 		}
@@ -610,12 +610,12 @@ func TestDemo(t *testing.T) {
 func TestRunLostUnnoticed(t *testing.T) {
 	for _, tc := range []struct{ name, script string }{
 		{"deleted", `rm -f "$0"/*; exit 0`},
-		{"taken-over", `rm -f "$0"/*; "$1" run --store "file://$0" --key "$2" --holder thief --no-wait -- true || exit 9; exit 0`},
+		{"taken-over", `rm -f "$0"/*; "$1" run --store "file://$0" "$2" --holder thief --no-wait -- true || exit 9; exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "leases")
 			key := uniqueKey(t)
-			r := lease(t, "run", "--store", "file://"+dir, "--key", key, "--", "sh", "-c", tc.script, dir, bin, key)
+			r := lease(t, "run", "--store", "file://"+dir, key, "--", "sh", "-c", tc.script, dir, bin, key)
 			if r.code != 76 {
 				t.Errorf("exit %d, want 76; stderr:\n%s", r.code, r.stderr)
 			}

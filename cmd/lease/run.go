@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseprom"
 )
@@ -28,6 +30,7 @@ type runFlags struct {
 	ttl         time.Duration
 	noWait      bool
 	shared      bool
+	slots       int // -n: a semaphore of this many slots (0: none)
 	timeout     time.Duration
 	grace       time.Duration
 	holder      string
@@ -36,18 +39,50 @@ type runFlags struct {
 	passStore   bool
 }
 
+// maxSlots bounds lease run -n: a semaphore's waiter looks at every slot.
+const maxSlots = 1000
+
 // forwarded are the signals lease run passes on to the command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-func runCommand(args []string, stdout, stderr io.Writer) int {
+func newRunCmd(stderr io.Writer) *cobra.Command {
 	var f runFlags
-	fs := newFlagSet("run", "[flags] -- CMD [ARGS...]", stderr)
-	f.common.register(fs)
-	fs.Func("key", "lease key (required; repeat it to hold several keys, all or none)", func(k string) error {
-		f.keys = append(f.keys, k)
-		return nil
-	})
-	fs.DurationVar(&f.ttl, "ttl", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
+	cmd := &cobra.Command{
+		Use:   "run [flags] KEY [KEY...] -- CMD [ARGS...]",
+		Short: "Run CMD while holding a lease",
+		Long: `Run CMD while holding the lease KEY: wait for it (unless --no-wait, or up to
+--timeout), run CMD with LEASE_KEY, LEASE_TOKEN, LEASE_FENCE, LEASE_HOLDER and
+LEASE_TTL_MS in its environment, renew the lease while CMD runs, and release
+it when CMD and what it started have ended. If the lease is lost, CMD gets
+SIGTERM, then SIGKILL after --grace, and lease run exits 76.
+
+Several KEYs are held all or none; CMD then gets LEASE_KEY_COUNT and
+LEASE_KEY_i, LEASE_TOKEN_i, LEASE_FENCE_i (i from 1, in key order).
+-n N holds one of N slots of the semaphore KEY: CMD gets the slot's key in
+LEASE_KEY and KEY in LEASE_SEMAPHORE. --shared takes a reader's lease.`,
+		Example: `  lease run job:invoice -- ./generate-invoices --month 2026-11
+  lease run --no-wait -t 30s job:invoice -- ./generate-invoices
+  lease run -n 4 pool:render -- ./render scene.blend
+  lease run --shared config -- ./read-config
+  lease run account:1 account:2 -- ./transfer 1 2 100`,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			// After "--" comes CMD. (Completion parses the line twice,
+			// once with a "--" appended, which ArgsLenAtDash keeps.)
+			if slices.Contains(os.Args[1:len(os.Args)-1], "--") {
+				return nil, cobra.ShellCompDirectiveDefault // files
+			}
+			return completeKeys(cmd, &f.common, toComplete)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exit(f.start(cmd, args, stderr))
+		},
+	}
+	fs := cmd.Flags()
+	f.common.flags(fs)
+	fs.StringArrayVar(&f.keys, "key", nil, "lease key (deprecated: give KEY as an argument)")
+	_ = fs.MarkHidden("key")
+	fs.DurationVarP(&f.ttl, "ttl", "t", lease.DefaultTTL, "lease TTL: how long the lease outlives a crashed lease run (10ms to 24h)")
+	fs.IntVarP(&f.slots, "slots", "n", 0, "hold one of N slots of the semaphore KEY (0: an ordinary lease; at most 1000)")
 	fs.BoolVar(&f.noWait, "no-wait", false, "exit 75 at once if the lease is held")
 	fs.BoolVar(&f.shared, "shared", false, "take a shared (reader's) lease: many readers hold the key together, never beside a writer")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wait at most this long for the lease, then exit 75 (0: no limit)")
@@ -56,20 +91,36 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9090) at /metrics, and the debug page at /debug/leases")
 	fs.BoolVar(&f.keyLabel, "metrics-key-label", false, "label metrics with the lease key")
 	fs.BoolVar(&f.passStore, "pass-store", false, "keep $"+storeEnv+" (which may hold a password) in the command's environment")
-	if code := fs.parse(args); code >= 0 {
-		return code
+	skipEnv(fs, "key", "holder", "shared")
+	withEnv(fs)
+	return cmd
+}
+
+// start takes KEYs and CMD from args (KEYs before "--"; with the old
+// --key, CMD may come without "--"), checks the flags and runs.
+func (f *runFlags) start(cmd *cobra.Command, args []string, stderr io.Writer) int {
+	var argv []string
+	switch dash := cmd.ArgsLenAtDash(); {
+	case dash >= 0:
+		f.keys = append(args[:dash:dash], f.keys...)
+		argv = args[dash:]
+	case len(f.keys) > 0:
+		argv = args
+	case len(args) > 0:
+		return fail(stderr, "run", exitUsage, "put -- between KEY and the command (lease run [flags] KEY -- CMD [ARGS...])")
 	}
-	argv := fs.Args()
 	if len(f.keys) > 0 {
 		f.key = f.keys[0]
 	}
 	switch {
 	case f.key == "":
-		return fail(stderr, "run", exitUsage, "--key is required")
+		return fail(stderr, "run", exitUsage, "KEY is required (lease run [flags] KEY -- CMD [ARGS...])")
 	case len(argv) == 0:
-		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] -- CMD [ARGS...])")
+		return fail(stderr, "run", exitUsage, "no command given (lease run [flags] KEY -- CMD [ARGS...])")
 	case f.shared && len(f.keys) > 1:
-		return fail(stderr, "run", exitUsage, "--shared takes one --key: several keys are held exclusively, all or none")
+		return fail(stderr, "run", exitUsage, "--shared takes one KEY: several keys are held exclusively, all or none")
+	case f.slots != 0 && (f.shared || len(f.keys) > 1):
+		return fail(stderr, "run", exitUsage, "--slots takes one KEY and no --shared")
 	}
 	if err := f.check(); err != nil {
 		return fail(stderr, "run", exitUsage, "%v", err)
@@ -88,6 +139,7 @@ func (f *runFlags) check() error {
 		checkDuration("ttl", f.ttl, lease.MinTTL, maxLeaseTTL),
 		checkDuration("timeout", f.timeout, 0, 0),
 		checkDuration("grace", f.grace, 0, maxLeaseTTL),
+		checkCount("slots", f.slots, 0, maxSlots),
 	)
 }
 
@@ -152,6 +204,9 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		var l *lease.Lease
 		if l, code = f.acquire(ctx, client, safeURL, log, stderr); l != nil {
 			h, env = l, childEnv([]*lease.Lease{l}, f.passStore)
+			if f.slots > 0 {
+				env = append(env, "LEASE_SEMAPHORE="+f.key)
+			}
 		}
 	}
 	if h == nil {
@@ -260,8 +315,16 @@ func (f *runFlags) acquire(ctx context.Context, c *lease.Client, safeURL string,
 	}
 	// Then one attempt, to tell who holds the lease before waiting for it.
 	try, wait := c.TryAcquire, c.Acquire
-	if f.shared {
+	switch {
+	case f.shared:
 		try, wait = c.TryAcquireShared, c.AcquireShared
+	case f.slots > 0:
+		try = func(ctx context.Context, key string, opts ...lease.AcquireOption) (*lease.Lease, error) {
+			return c.TrySemaphore(ctx, key, f.slots, opts...)
+		}
+		wait = func(ctx context.Context, key string, opts ...lease.AcquireOption) (*lease.Lease, error) {
+			return c.AcquireSemaphore(ctx, key, f.slots, opts...)
+		}
 	}
 	l, err := try(tctx, f.key)
 	var held *lease.HeldError

@@ -30,7 +30,7 @@ func leaseEnv(t *testing.T, store string, args ...string) result {
 
 func TestRunHidesStoreEnv(t *testing.T) {
 	store, key := fileStore(t), uniqueKey(t)
-	r := leaseEnv(t, store, "run", "--key", key, "--", "env")
+	r := leaseEnv(t, store, "run", key, "--", "env")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -40,7 +40,7 @@ func TestRunHidesStoreEnv(t *testing.T) {
 	if !strings.Contains(r.stdout, "LEASE_KEY="+key+"\n") {
 		t.Errorf("the command did not see LEASE_KEY:\n%s", r.stdout)
 	}
-	r = leaseEnv(t, store, "run", "--key", key, "--pass-store", "--", "env")
+	r = leaseEnv(t, store, "run", key, "--pass-store", "--", "env")
 	if r.code != 0 || !strings.Contains(r.stdout, "LEASE_STORE="+store+"\n") {
 		t.Errorf("--pass-store: exit %d, the command did not see LEASE_STORE=%s:\n%s\n%s", r.code, store, r.stdout, r.stderr)
 	}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/termtext"
 )
@@ -26,30 +28,39 @@ type statusJSON struct {
 	Readers     int    `json:"readers"`
 }
 
-func statusCommand(args []string, stdout, stderr io.Writer) int {
+func newStatusCmd(stdout, stderr io.Writer) *cobra.Command {
 	var c common
 	var asJSON bool
 	var timeout time.Duration
-	fs := newFlagSet("status", "[flags] KEY", stderr)
-	c.register(fs)
+	cmd := &cobra.Command{
+		Use:   "status [flags] KEY",
+		Short: "Show who holds KEY",
+		Long: `Show the holder, fence and remaining TTL of KEY, or "free". --json prints one
+object: {"key", "held", "holder", "fence", "remaining_ms", "store", "shared",
+"readers"}; remaining_ms is 0 when the store cannot tell (etcd).`,
+		Example: `  lease status job:invoice
+  lease status --json -s redis://localhost:6379 job:invoice`,
+		Args: oneArg("KEY"),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeKeys(cmd, &c, toComplete)
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			return exit(status(&c, args[0], asJSON, timeout, stdout, stderr))
+		},
+	}
+	fs := cmd.Flags()
+	c.flags(fs)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fs.DurationVar(&timeout, "timeout", 15*time.Second, "give up on the store after this long (0: no limit)")
-	// Flags may come before or after KEY.
-	var keys []string
-	for {
-		if code := fs.parse(args); code >= 0 {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		keys = append(keys, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(keys) != 1 {
-		return fail(stderr, "status", exitUsage, "want exactly one KEY (lease status [flags] KEY)")
-	}
-	key := keys[0]
+	withEnv(fs)
+	return cmd
+}
+
+// status prints what the store says of key.
+func status(c *common, key string, asJSON bool, timeout time.Duration, stdout, stderr io.Writer) int {
 	if err := checkDuration("timeout", timeout, 0, 0); err != nil {
 		return fail(stderr, "status", exitUsage, "%v", err)
 	}

@@ -80,7 +80,7 @@ func grandchildren(m string) string {
 
 func TestRunKill9EndsTheWholeTree(t *testing.T) {
 	store, key, m := fileStore(t), uniqueKey(t), marker(t)
-	p, out := background(t, "run", "--store", store, "--key", key, "--grace", "1s", "--",
+	p, out := background(t, "run", "--store", store, key, "--grace", "1s", "--",
 		"bash", "-c", grandchildren(m)+" wait")
 	waitMarked(t, m, 3)
 	if err := p.cmd.Process.Kill(); err != nil {
@@ -109,7 +109,7 @@ func TestRunLeavesNothingBehind(t *testing.T) {
 				script = fmt.Sprintf(tc.script, grandchildren(m))
 			}
 			start := time.Now()
-			r := lease(t, "run", "--store", store, "--key", key, "--grace", "1s", "--", "bash", "-c", script)
+			r := lease(t, "run", "--store", store, key, "--grace", "1s", "--", "bash", "-c", script)
 			took := time.Since(start)
 			want := 0
 			if tc.name == "exit-3" {
@@ -139,7 +139,7 @@ func TestRunLossEndsTheWholeTree(t *testing.T) {
 	// The command starts grandchildren, then takes the lease away behind
 	// lease run's back (deletes the lease file) and waits.
 	script := grandchildren(m) + ` rm -f "$0"/*; wait`
-	p, out := background(t, "run", "--store", "file://"+dir, "--key", key, "--ttl", "1s", "--grace", "1s", "--", "bash", "-c", script, dir)
+	p, out := background(t, "run", "--store", "file://"+dir, key, "--ttl", "1s", "--grace", "1s", "--", "bash", "-c", script, dir)
 	waitFor(t, 20*time.Second, "lease run to exit", p.exited)
 	if c := p.code(); c != 76 {
 		t.Errorf("exit %d, want 76; output:\n%s", c, out.String())

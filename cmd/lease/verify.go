@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/leaseurl"
@@ -29,27 +30,48 @@ var verifyFaults = map[string]string{
 	"cut":     verify.FaultCut,
 }
 
-func verifyCommand(args []string, stdout, stderr io.Writer) int {
-	var c common
-	var cfg verify.Config
-	var faults, register, workload string
-	var asJSON bool
-	fs := newFlagSet("verify", "[flags]", stderr)
-	c.register(fs)
-	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
-	fs.DurationVar(&cfg.TTL, "ttl", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
-	fs.IntVar(&cfg.Workers, "workers", 4, "worker processes (1 to 64; --workload read-write: 6 unless given)")
-	fs.IntVar(&cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
-	fs.StringVar(&faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
-	fs.StringVar(&register, "register", "", "PostgreSQL URL for the fenced register rows (default: a local file)")
-	fs.StringVar(&workload, "workload", verify.WorkloadRegister, "what the workers do: register (acquire, read, write), read-write (readers and writers on one key), transfer (two keys all or nothing, transfers between two registers)")
-	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	if code := fs.parse(args); code >= 0 {
-		return code
+func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
+	var v verifyFlags
+	cmd := &cobra.Command{
+		Use:   "verify [flags]",
+		Short: "Prove the store safe under faults (kill -9, pauses, cuts)",
+		Long: `Run the fault-injection harness against a store, bounded in time and under its
+own key prefix: worker processes acquire, read and write a fenced register
+with their fence while a nemesis kills, stops, delays and cuts them; the
+history is checked for linearizability. Exits 0 when clean, 1 on any
+violation. See docs/RELIABILITY.md.`,
+		Example: `  lease verify -s redis://localhost:6379 --duration 1m
+  lease verify -s postgres://lease@db/app --workload transfer --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v.workersGiven = cmd.Flags().Changed("workers")
+			return exit(verifyCommand(&v, stdout, stderr))
+		},
 	}
-	if fs.NArg() > 0 {
-		return fail(stderr, "verify", exitUsage, "unexpected arguments %q", fs.Args())
-	}
+	fs := cmd.Flags()
+	v.c.flags(fs)
+	fs.DurationVar(&v.cfg.Duration, "duration", 30*time.Second, "how long to inject faults (at most 24h)")
+	fs.DurationVarP(&v.cfg.TTL, "ttl", "t", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
+	fs.IntVar(&v.cfg.Workers, "workers", 4, "worker processes (1 to 64; --workload read-write: 6 unless given)")
+	fs.IntVar(&v.cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
+	fs.StringVar(&v.faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
+	fs.StringVar(&v.register, "register", "", "PostgreSQL URL for the fenced register rows (default: a local file)")
+	fs.StringVar(&v.workload, "workload", verify.WorkloadRegister, "what the workers do: register (acquire, read, write), read-write (readers and writers on one key), transfer (two keys all or nothing, transfers between two registers)")
+	fs.BoolVar(&v.asJSON, "json", false, "print the report as JSON")
+	withEnv(fs)
+	return cmd
+}
+
+// verifyFlags are the flags of lease verify.
+type verifyFlags struct {
+	c                          common
+	cfg                        verify.Config
+	faults, register, workload string
+	asJSON, workersGiven       bool
+}
+
+func verifyCommand(v *verifyFlags, stdout, stderr io.Writer) int {
+	c, cfg, faults, register, workload, asJSON := &v.c, &v.cfg, v.faults, v.register, v.workload, v.asJSON
 	if err := firstErr(
 		checkDuration("duration", cfg.Duration, time.Millisecond, 24*time.Hour),
 		checkDuration("ttl", cfg.TTL, lease.MinTTL, time.Minute),
@@ -61,9 +83,7 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 	switch workload {
 	case verify.WorkloadRegister, verify.WorkloadReadWrite, verify.WorkloadTransfer:
 		cfg.Workload = workload
-		given := false
-		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "workers" })
-		if workload == verify.WorkloadReadWrite && !given {
+		if workload == verify.WorkloadReadWrite && !v.workersGiven {
 			cfg.Workers = 6 // 4 readers, 2 writers
 		}
 	default:
@@ -121,7 +141,7 @@ func verifyCommand(args []string, stdout, stderr io.Writer) int {
 		cfg.Register = spec
 	}
 	log.Info("verify: starting", "store", safe, "workload", cfg.Workload, "duration", cfg.Duration, "ttl", cfg.TTL, "workers", cfg.Workers)
-	rep, err := verify.Run(ctx, cfg)
+	rep, err := verify.Run(ctx, *cfg)
 	if err != nil {
 		return fail(stderr, "verify", exitSoftware, "%v", err)
 	}
