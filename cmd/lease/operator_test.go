@@ -19,13 +19,6 @@ import (
 	"time"
 )
 
-// listing says which stores can list and break keys: their tests fail if
-// the store says it cannot. The others return an error matching
-// errors.ErrUnsupported (exit 69, "unsupported operation") for now, and
-// their tests skip. (mem:// lives in one process: the CLI tests cannot use
-// it.)
-var listing = map[string]bool{"file": true, "mem": true, "redis": true, "etcd": true, "zk": true}
-
 // leaseWith runs the binary like lease, with env added to its environment.
 func leaseWith(t *testing.T, env []string, args ...string) result {
 	t.Helper()
@@ -40,15 +33,12 @@ func leaseWith(t *testing.T, env []string, args ...string) result {
 	return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
 }
 
-// skipUnsupported skips a store that cannot list or break yet, and fails
-// one that should.
-func skipUnsupported(t *testing.T, name string, r result) {
+// mustSupport fails the test if the store says it cannot list or
+// break: every store can.
+func mustSupport(t *testing.T, name string, r result) {
 	t.Helper()
 	if r.code == 69 && strings.Contains(r.stderr, "unsupported operation") {
-		if listing[name] {
-			t.Fatalf("the store should list and break: %s", r.stderr)
-		}
-		t.Skipf("the store cannot list or break yet: %s", strings.TrimSpace(r.stderr))
+		t.Fatalf("%s: the store should list and break: %s", name, r.stderr)
 	}
 }
 
@@ -71,7 +61,7 @@ type listedKey struct {
 func listJSON(t *testing.T, name, store, prefix string) []listedKey {
 	t.Helper()
 	r := lease(t, "list", "--json", "-s", store, prefix)
-	skipUnsupported(t, name, r)
+	mustSupport(t, name, r)
 	if r.code != 0 {
 		t.Fatalf("lease list --json: exit %d: %s", r.code, r.stderr)
 	}
@@ -96,7 +86,7 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			key := uniqueKey(t)
 			if r := lease(t, "list", "-s", store, key); r.code != 0 {
-				skipUnsupported(t, name, r)
+				mustSupport(t, name, r)
 				t.Fatalf("lease list: exit %d: %s", r.code, r.stderr)
 			}
 			watcher, events := background(t, "watch", "-s", store, "-i", "100ms", "--json", key)
@@ -164,7 +154,7 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 func canList(t *testing.T, name, store string) {
 	t.Helper()
 	r := lease(t, "list", "-s", store, "nothing:")
-	skipUnsupported(t, name, r)
+	mustSupport(t, name, r)
 	if r.code != 0 {
 		t.Fatalf("lease list: exit %d: %s", r.code, r.stderr)
 	}

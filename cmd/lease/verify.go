@@ -28,6 +28,7 @@ var verifyFaults = map[string]string{
 	"stop":    verify.FaultStop,
 	"latency": verify.FaultLatency,
 	"cut":     verify.FaultCut,
+	"break":   verify.FaultBreak,
 }
 
 func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -54,7 +55,7 @@ violation. See docs/RELIABILITY.md.`,
 	fs.DurationVarP(&v.cfg.TTL, "ttl", "t", time.Second, "lease TTL of the workers (10ms to 1m; etcd needs at least 2s)")
 	fs.IntVar(&v.cfg.Workers, "workers", 4, "worker processes (1 to 64; --workload read-write: 6 unless given)")
 	fs.IntVar(&v.cfg.Hold, "hold", 3, "renew intervals half the workers hold each lease for (0: release at once; at most 1000)")
-	fs.StringVar(&v.faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut (empty: none)")
+	fs.StringVar(&v.faults, "faults", "kill,stop,latency,cut", "faults to inject, comma-separated: kill, stop, latency, cut, break (empty: none)")
 	fs.StringVar(&v.register, "register", "", "PostgreSQL URL for the fenced register rows (default: a local file)")
 	fs.StringVar(&v.workload, "workload", verify.WorkloadRegister, "what the workers do: register (acquire, read, write), read-write (readers and writers on one key), transfer (two keys all or nothing, transfers between two registers)")
 	fs.BoolVar(&v.asJSON, "json", false, "print the report as JSON")
@@ -96,7 +97,7 @@ func verifyCommand(v *verifyFlags, stdout, stderr io.Writer) int {
 		}
 		k, ok := verifyFaults[f]
 		if !ok {
-			return fail(stderr, "verify", exitUsage, "--faults: unknown fault %q (want kill, stop, latency, cut)", f)
+			return fail(stderr, "verify", exitUsage, "--faults: unknown fault %q (want kill, stop, latency, cut, break)", f)
 		}
 		cfg.Faults = append(cfg.Faults, k)
 	}

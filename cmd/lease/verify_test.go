@@ -16,7 +16,7 @@ import (
 
 func TestVerifyFileStore(t *testing.T) {
 	dir := t.TempDir()
-	r := lease(t, "verify", "--store", "file://"+filepath.Join(dir, "leases"), "--duration", "6s", "--ttl", "300ms", "--json")
+	r := lease(t, "verify", "--store", "file://"+filepath.Join(dir, "leases"), "--duration", "6s", "--ttl", "300ms", "--faults", "kill,break", "--json")
 	if r.code != 0 {
 		t.Fatalf("lease verify: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -32,8 +32,8 @@ func TestVerifyFileStore(t *testing.T) {
 	if rep.Acquisitions < 5 || rep.Operations < 5 || !rep.Linearizable || rep.StaleAccepted != 0 || rep.StuckLeases != 0 || len(rep.Violations) != 0 {
 		t.Fatalf("report %+v: want a clean, linearizable run that did something", rep)
 	}
-	if rep.Faults["kill -9"] == 0 {
-		t.Errorf("no kill -9 was injected: %v", rep.Faults)
+	if rep.Faults["kill -9"] == 0 || rep.Faults["forced release"] == 0 {
+		t.Errorf("no kill -9 or no forced release was injected: %v", rep.Faults)
 	}
 	// The run cleans up: no lease file of its key is left behind.
 	left, _ := filepath.Glob(filepath.Join(dir, "leases", "*verify*"))
