@@ -169,6 +169,7 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 		return fail(stderr, "run", code, "%v", err)
 	}
 	defer store.Close()
+	libLog := log // the library names the key of each line itself
 	if len(f.keys) > 1 {
 		log = log.With("keys", f.keys)
 	} else {
@@ -176,7 +177,7 @@ func (f *runFlags) run(argv []string, log *slog.Logger, stderr io.Writer) int {
 	}
 
 	metrics := leaseprom.New(metricsOpts(f.keyLabel)...)
-	opts := []lease.Option{lease.WithTTL(f.ttl), lease.WithObserver(metrics), lease.WithLogger(log)}
+	opts := []lease.Option{lease.WithTTL(f.ttl), lease.WithObserver(metrics), lease.WithLogger(libLog)}
 	if f.holder != "" {
 		opts = append(opts, lease.WithHolder(f.holder))
 	}
