@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/natslease"
 )
 
 func req(key, holder string, ttl time.Duration) driver.Request {
@@ -63,5 +64,38 @@ func TestAnnouncements(t *testing.T) {
 	}
 	if _, err := sub.Next(ctx); err == nil {
 		t.Errorf("Next after Close returned no error")
+	}
+}
+
+// TestBadInput: names that are not KV tokens, a foreign cursor and a value
+// that is not a lease record are refused, typed.
+func TestBadInput(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	_, js := connect(t, natsURL(t))
+	for _, opt := range []natslease.Option{natslease.WithBucket("a.b"), natslease.WithBucket(""), natslease.WithNamespace("x>"), natslease.WithNamespace("_clock"), nil} {
+		if _, err := natslease.New(ctx, js, opt); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("New with a bad option: %v, want ErrInvalid", err)
+		}
+	}
+	if _, err := natslease.New(ctx, nil); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("New(nil) = %v, want ErrInvalid", err)
+	}
+	ns := testNS()
+	s := newStore(t, js, ns)
+	if _, _, err := s.List(ctx, "", "x", 10); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("List with a foreign cursor: %v, want ErrInvalid", err)
+	}
+	kv, err := js.KeyValue(ctx, testBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, ns+".junk", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, req("junk", "a", time.Second)); err == nil || errors.Is(err, lease.ErrHeld) {
+		t.Errorf("Acquire over a foreign value: %v, want an error", err)
+	}
+	if page, _, err := s.List(ctx, "", "", 10); err != nil || len(page) != 0 {
+		t.Errorf("List over a foreign value = %+v, %v; want it skipped", page, err)
 	}
 }
