@@ -11,6 +11,9 @@ import (
 // kvKey is key's KV key: the namespace, a dot, and esc(key).
 func (s *Store) kvKey(key string) string { return s.ns + "." + esc(key) }
 
+// subject is the stream subject of KV key k.
+func (s *Store) subject(k string) string { return "$KV." + s.kv.Bucket() + "." + k }
+
 // leaseKey returns the lease key of KV key k, false if k is not one of the
 // store's lease keys.
 func (s *Store) leaseKey(k string) (string, bool) {

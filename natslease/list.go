@@ -40,7 +40,7 @@ func (s *Store) list(ctx context.Context, prefix, cursor string, limit int) ([]d
 	if err != nil {
 		return nil, "", err
 	}
-	subjects := "$KV." + s.kv.Bucket() + "."
+	subjects := s.subject("")
 	var page []driver.Entry
 	for range max(limit, 1) {
 		m, err := s.stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subjects+s.ns+".>"))

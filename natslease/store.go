@@ -150,16 +150,20 @@ func (st state) broken(now time.Time) []tombstone {
 	return live
 }
 
-// get reads key's state.
+// get reads key's state. It reads the stream's last message of the key,
+// not the KV entry, to learn the revision of a delete marker too: a write
+// over it is then one Update.
 func (s *Store) get(ctx context.Context, key string) (state, error) {
-	e, err := s.kv.Get(ctx, s.kvKey(key))
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.subject(s.kvKey(key)))
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return state{}, nil
 	case err != nil:
 		return state{}, err
+	case m.Header.Get(kvOperation) != "": // deleted: free
+		return state{rev: m.Sequence, created: m.Time}, nil
 	}
-	return decode(e.Value(), e.Revision(), e.Created())
+	return decode(m.Data, m.Sequence, m.Time)
 }
 
 // decode parses a record written at revision rev and time created.
