@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"testing"
 	"time"
 
@@ -16,9 +17,24 @@ import (
 	"github.com/leasekit/lease/natslease"
 )
 
-// testBucket is the bucket the tests share on the shared server; each test
-// has its own namespace.
-const testBucket = "leasetest"
+// testBucket is the bucket the tests of this process share on the shared
+// server, each in its own namespace; TestMain deletes it.
+var testBucket = "leasetest-" + randHex(4)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if u := os.Getenv("LEASE_TEST_NATS_URL"); u != "" {
+		if nc, err := nats.Connect(u); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if js, err := jetstream.New(nc); err == nil {
+				_ = js.DeleteKeyValue(ctx, testBucket) // missing if no test made a store
+			}
+			cancel()
+			nc.Close()
+		}
+	}
+	os.Exit(code)
+}
 
 // natsURL returns LEASE_TEST_NATS_URL, or skips the test.
 func natsURL(t testing.TB) string {
