@@ -3,6 +3,7 @@
 package natslease
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -277,9 +278,11 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	}
 	rec := record{Token: r.Token, Holder: st.Holder, TTL: r.TTL, Fence: st.fence(), Broken: st.broken(now)}
 	if _, err = s.put(ctx, r.Key, st.rev, rec); errors.Is(err, errConflict) {
-		if st, now, err = s.getNow(ctx, r.Key); err == nil { // broken meanwhile?
+		// Broken or taken meanwhile, or (still ours) a transient race.
+		if st, now, err = s.getNow(ctx, r.Key); err == nil && (st.Token != r.Token || !st.live(now)) {
 			return notHeld("renew", r, st, now)
 		}
+		err = cmp.Or(err, errConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("natslease: renew %q: %w", r.Key, err)
