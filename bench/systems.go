@@ -17,6 +17,8 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -27,6 +29,7 @@ import (
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/memlease"
+	"github.com/leasekit/lease/natslease"
 	"github.com/leasekit/lease/pglease"
 	"github.com/leasekit/lease/redislease"
 	"github.com/leasekit/lease/zklease"
@@ -74,6 +77,7 @@ func allSystems() []System {
 		lk("postgres-advisory", "pglease advisory mode, one pgxpool (4 conns) per worker", 0),
 		lk("etcd", "etcdlease, one etcd client per worker, prefix watch", 2*time.Second),
 		lk("zookeeper", "zklease.Dial, one session per worker (session timeout = TTL)", 0),
+		lk("nats", "natslease on a JetStream KV bucket, one NATS connection per worker, KV watch", 0),
 		lk("file", "filelease on a local temp directory, inotify wake-ups", 0),
 		{Name: "raw", Store: "redis", Wait: true, Note: "go-redis SET NX PX + Lua compare-and-delete, 10 ms polling",
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
@@ -238,6 +242,20 @@ func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Dur
 		}
 		st, err := zklease.Dial(dctx, env.ZK, zkSession(ttl), opts...)
 		return st, nop, err
+	case "nats":
+		nc, err := nats.Connect(env.NATS)
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			var st *natslease.Store
+			if st, err = natslease.New(ctx, js, natslease.WithBucket("leasekit-bench"), natslease.WithNamespace(ns)); err == nil {
+				return st, nc.Close, nil
+			}
+		}
+		nc.Close()
+		return nil, nil, err
 	case "file":
 		st, err := filelease.New(env.FileDir)
 		return st, nop, err

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -21,6 +23,7 @@ import (
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/leasetest"
+	"github.com/leasekit/lease/natslease"
 	"github.com/leasekit/lease/pglease"
 	"github.com/leasekit/lease/redislease"
 	"github.com/leasekit/lease/zklease"
@@ -40,6 +43,7 @@ var storeKinds = []storeKind{
 	{"pg-advisory", "LEASE_TEST_POSTGRES_DSN", 500 * time.Millisecond},
 	{"etcd", "LEASE_TEST_ETCD_ENDPOINTS", etcdlease.MinTTL},
 	{"zk", "LEASE_TEST_ZK_SERVERS", time.Second},
+	{"nats", "LEASE_TEST_NATS_URL", 500 * time.Millisecond},
 }
 
 // zkSession is the ZooKeeper session timeout; the TTL must not exceed it.
@@ -103,6 +107,20 @@ func openStore(ctx context.Context, kind, ns string) (s driver.Store, closeAll f
 			return nil, nil, err
 		}
 		return zs, func() { _ = zs.Close() }, nil
+	case "nats":
+		nc, err := nats.Connect(os.Getenv("LEASE_TEST_NATS_URL"))
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			var nst *natslease.Store
+			if nst, err = natslease.New(ctx, js, natslease.WithNamespace(ns)); err == nil {
+				return nst, func() { _ = nst.Close(); nc.Close() }, nil
+			}
+		}
+		nc.Close()
+		return nil, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown store kind %q", kind)
 }

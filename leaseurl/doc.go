@@ -20,6 +20,8 @@
 //	postgres://user:pass@host/db[?sslmode=..&mode=advisory&table=t&namespace=ns&migrate=false]
 //	                             sslmode defaults to verify-full for a host that is not loopback (below)
 //	etcd://[user:pass@]host:port,host:port[/prefix/]   (etcds:// for TLS)
+//	nats://[user:pass@]host:port,host:port[/bucket][?token=T&namespace=ns]
+//	                             NATS JetStream KV (natss:// for TLS); the bucket is created if missing
 //	zk://[user:pass@]host:port,host:port[/root][?session_timeout=10s]
 //	                             ZooKeeper; with user:pass the store logs in (digest) and creates its
 //	                             nodes for that identity only (creator ACL), refusing a root open to
@@ -47,7 +49,7 @@
 // roots) and name the host. Loopback hosts and unix sockets keep pgx's
 // default, prefer, which does not verify the certificate. An sslmode in the
 // URL (or ssl=true), in $PGSSLMODE, or from a service file is used as
-// given. rediss:// and etcds:// verify the server's certificate; Redis's
+// given. rediss://, etcds:// and natss:// verify the server's certificate; Redis's
 // skip_verify=true is the explicit opt-out and disables that verification.
 //
 // Passwords are never printed: errors returned by Open are redacted, and

@@ -30,6 +30,8 @@ func TestRedact(t *testing.T) {
 		"host=db user=u password=" + secret + " dbname=x":                                     "host=db user=u password=xxxxx dbname=x",
 		"redis://u:p%40" + secret + "@h:1":                                                    "redis://u:xxxxx@h:1",
 		"zk://h:2181/chroot":                                                                  "zk://h:2181/chroot",
+		"nats://u:" + secret + "@h:4222/leases":                                               "nats://u:xxxxx@h:4222/leases",
+		"natss://h:4222/leases?token=" + secret:                                               "natss://h:4222/leases?token=xxxxx",
 		"rediss+cluster://:" + secret + "@h1:1,h2:2?prefix=a:":                                "rediss+cluster://:xxxxx@h1:1,h2:2?prefix=a:",
 		"redis+sentinel://u:" + secret + "@h1:26379,h2:26379/m/1?sentinel_password=" + secret: "redis+sentinel://u:xxxxx@h1:26379,h2:26379/m/1?sentinel_password=xxxxx",
 	} {
@@ -79,7 +81,7 @@ func TestOpenErrorsAreClearAndRedacted(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(leaseurl.Schemes(), " ")
-	for _, s := range []string{"etcd", "etcds", "file", "mem", "postgres", "postgresql", "redis", "rediss", "zk",
+	for _, s := range []string{"etcd", "etcds", "file", "mem", "nats", "natss", "postgres", "postgresql", "redis", "rediss", "zk",
 		"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"} {
 		if !strings.Contains(" "+got+" ", " "+s+" ") {
 			t.Errorf("scheme %s not registered (have %s)", s, got)
@@ -267,6 +269,18 @@ func TestPostgres(t *testing.T) {
 func TestEtcd(t *testing.T) {
 	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
 	shareKeys(t, fmt.Sprintf("etcd://%s/leaseurl-%d/", eps, time.Now().UnixNano()))
+}
+
+func TestNATS(t *testing.T) {
+	u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
+	shareKeys(t, fmt.Sprintf("%s/leaseurl?namespace=t%d", u, time.Now().UnixNano()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, bad := range []string{u + "/leaseurl?namespace=a.b", u + "/bad.bucket", u + "/leaseurl?prefix=x", u + "/leaseurl?other=1"} {
+		if s, err := leaseurl.Open(ctx, bad); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Open(%q) = %v, %v; want ErrInvalid", bad, s, err)
+		}
+	}
 }
 
 func TestZooKeeper(t *testing.T) {

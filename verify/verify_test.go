@@ -264,6 +264,13 @@ func TestEtcd(t *testing.T) {
 	check(t, rep, verify.FaultKill, verify.FaultStop)
 }
 
+func TestNATS(t *testing.T) {
+	t.Parallel()
+	u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
+	rep := run(t, verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond})
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
+}
+
 func TestZooKeeper(t *testing.T) {
 	t.Parallel()
 	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")

@@ -21,7 +21,8 @@ import (
 )
 
 // TestReadWrite: readers (AcquireShared) and writers on one key and one
-// fenced register. Stores that do not keep shared holds yet are skipped.
+// fenced register. Stores that do not keep shared holds (noSharedHolds) are
+// skipped.
 func TestReadWrite(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadReadWrite) }
 
 // TestTransfer: transfers between two fenced registers under two keys held
@@ -79,6 +80,10 @@ var workloadStores = []storeCase{
 		return verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill}},
+	{"NATS", func(t *testing.T) verify.Config {
+		u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
+		return verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 0)}
+	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"ZooKeeper", func(t *testing.T) verify.Config {
 		srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 		// A paused holder's session outlives it by 4s: a longer run, shorter
@@ -87,6 +92,10 @@ var workloadStores = []storeCase{
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 }
+
+// noSharedHolds are the stores of workloadStores without shared holds:
+// the read-write workload skips them.
+var noSharedHolds = map[string]bool{"NATS": true}
 
 // postgresCase: the shared PostgreSQL server in mode ("" for table mode),
 // with the register rows in PostgreSQL (the transfer's two rows are
@@ -119,6 +128,9 @@ func everyStore(t *testing.T, workload string) {
 	for _, sc := range workloadStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
+			if workload == verify.WorkloadReadWrite && noSharedHolds[sc.name] {
+				t.Skip("lacks capability Caps.Shared: the store keeps no shared holds")
+			}
 			cfg := sc.setup(t)
 			cfg.Workload = workload
 			rep := run(t, cfg)

@@ -65,9 +65,9 @@ here ` + leaseurl.DefaultURL() + `
 (the first of $XDG_STATE_HOME/leasekit, ~/.local/state/leasekit,
 $XDG_CACHE_HOME/leasekit, $XDG_RUNTIME_DIR/leasekit, /tmp/leasekit-UID;
 a directory other users can write to is refused).
-URLs: file:///dir, redis://, rediss://, postgres://, etcd://, zk://, mem://;
-any URL takes ?max_waiters=N, the cap of each key's queue of waiters
-(default 1024).
+URLs: file:///dir, redis://, rediss://, postgres://, etcd://, zk://, nats://,
+natss://, mem://; any URL of a store that queues waiters takes ?max_waiters=N,
+the cap of each key's queue (default 1024).
 
 Every flag can also be set in the environment: --no-wait as LEASE_NO_WAIT,
 --ttl as LEASE_TTL, and so on; a flag given on the command line wins.
@@ -84,7 +84,7 @@ executable/not found.
 TLS: a postgres:// URL without sslmode uses sslmode=verify-full for a host
 that is not loopback (add sslrootcert=CA-FILE for a private CA); localhost,
 loopback addresses and unix sockets keep pgx's default, prefer, which does
-NOT verify the server's certificate. rediss:// and etcds:// verify it;
+NOT verify the server's certificate. rediss://, etcds:// and natss:// verify it;
 rediss://...?skip_verify=true disables that verification (test servers only).`,
 		Example: `  lease run job:invoice -- ./generate-invoices
   lease run -n 3 -t 30s pool:render -- ./render

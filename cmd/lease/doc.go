@@ -31,7 +31,9 @@
 // file:///dir, mem://name, redis://[user:pass@]host:port[/db][?prefix=p],
 // rediss:// (TLS), postgres://...[?mode=advisory&namespace=ns&table=t],
 // etcd://host:port,host:port[/prefix/] (etcds:// for TLS),
-// zk://host:port,host:port[/root][?session_timeout=10s]. Every URL takes
+// zk://host:port,host:port[/root][?session_timeout=10s],
+// nats://[user:pass@]host:port[/bucket][?token=T&namespace=ns] (natss:// for
+// TLS). Every URL of a store that queues waiters (all but nats) takes
 // max_waiters=N, the cap of each key's queue of waiters (default 1024). See
 // package leaseurl. A postgres:// URL without sslmode uses sslmode=verify-full for a
 // host that is not loopback (loopback and unix sockets keep pgx's default,

@@ -444,7 +444,10 @@ func storesUnderTest(t *testing.T) map[string]string {
 	if v := os.Getenv("LEASE_TEST_ZK_SERVERS"); v != "" {
 		stores["zk"] = fmt.Sprintf("zk://%s/leasecli%d", v, n)
 	}
-	if os.Getenv(leasetest.RequireAllEnv) == "1" && len(stores) < 6 {
+	if v := os.Getenv("LEASE_TEST_NATS_URL"); v != "" {
+		stores["nats"] = fmt.Sprintf("%s/leasecli?namespace=leasecli%d", v, n)
+	}
+	if os.Getenv(leasetest.RequireAllEnv) == "1" && len(stores) < 7 {
 		t.Errorf("%s=1 but only these stores are configured: %v", leasetest.RequireAllEnv, stores)
 	}
 	return stores

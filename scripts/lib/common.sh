@@ -76,6 +76,11 @@ zk_ruok() {
 	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf ruok >&3 && IFS= read -r -n 4 l <&3; [[ $l == imok ]]' "$1" "$2" 2>/dev/null
 }
 
+# nats_js HOST PORT: true if a NATS server's INFO line says JetStream is enabled.
+nats_js() {
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && IFS= read -r l <&3 && [[ $l == INFO* && $l == *'"'"'"jetstream":true'"'"'* ]]' "$1" "$2" 2>/dev/null
+}
+
 # etcd_health HOST PORT: true if etcd's GET /health says {"health":"true"}.
 etcd_health() {
 	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "GET /health HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" >&3 && cat <&3' "$1" "$2" 2>/dev/null |

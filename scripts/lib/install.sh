@@ -3,6 +3,7 @@
 # only when something is missing (one `apt-get update` at most per run).
 #   redis-server, postgresql            only if the binary is missing AND nothing answers
 #   etcd-server (/usr/bin/etcd)         always needed (tests may start private clusters)
+#   nats-server                         always needed (natslease's restart test starts its own)
 #   libzookeeper-java (jars)            always needed; the `zookeeper` package only adds a
 #                                       system service on :2181 plus the full default-jre,
 #                                       so we install just the jars and run ZooKeeperServerMain
@@ -34,6 +35,9 @@ missing_packages() {
 	fi
 	if ! command -v etcd >/dev/null 2>&1; then
 		echo etcd-server
+	fi
+	if ! command -v nats-server >/dev/null 2>&1; then
+		echo nats-server
 	fi
 	if [[ ! -e $ZK_JAR_DIR/zookeeper.jar ]]; then
 		echo libzookeeper-java

@@ -10,6 +10,9 @@
 #               pair) with data in $LEASE_TMP; stopped on exit.
 #   ZooKeeper   always a private standalone server (21810 or the next free port),
 #               tickTime=500, a fixed 256 MiB heap, data in $LEASE_TMP; stopped on exit.
+#   NATS        127.0.0.1:4222, reused if its INFO says JetStream is on; else a private
+#               nats-server -js (4222 or the next free port) with its store in $LEASE_TMP;
+#               stopped on exit. LEASE_TEST_NATS_BIN is the binary for private servers.
 #   Durability  etcd and ZooKeeper skip their fsyncs (throwaway data; an fsync per write
 #               on a noisy CI disk makes timing flaky: ZooKeeper forceSync=no, etcd
 #               --unsafe-no-fsync where the build has it; etcd 3.4 has not) unless
@@ -196,6 +199,48 @@ durability() {
 	esac
 }
 
+# ---------------------------------------------------------------- NATS
+
+start_nats() {
+	export LEASE_TEST_NATS_BIN=${LEASE_TEST_NATS_BIN:-$(command -v nats-server)}
+	if [[ -n ${LEASE_TEST_NATS_URL:-} ]]; then
+		split_hostport "$LEASE_TEST_NATS_URL"
+		nats_js "$_host" "$_port" || die "LEASE_TEST_NATS_URL=$LEASE_TEST_NATS_URL: no NATS server with JetStream answers"
+		log "nats: using LEASE_TEST_NATS_URL=$LEASE_TEST_NATS_URL"
+		return 0
+	fi
+	if nats_js 127.0.0.1 4222; then
+		export LEASE_TEST_NATS_URL=nats://127.0.0.1:4222
+		log "nats: a server with JetStream already runs on 127.0.0.1:4222"
+		return 0
+	fi
+	local attempt port dir logf pid rc
+	logf=$LEASE_LOG_DIR/nats.log
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port $((4222 + (attempt - 1) * 100))) || die "nats: no free port"
+		dir=$LEASE_TMP/nats-$attempt
+		mkdir -p "$dir"
+		log "nats: starting $LEASE_TEST_NATS_BIN -js on 127.0.0.1:$port (store $dir)"
+		"$LEASE_TEST_NATS_BIN" -a 127.0.0.1 -p "$port" -js -sd "$dir" </dev/null >"$logf" 2>&1 &
+		pid=$!
+		track_pid "$pid" nats
+		rc=0
+		LEASE_WAIT_PID=$pid wait_until 30 "nats JetStream on 127.0.0.1:$port" nats_js 127.0.0.1 "$port" || rc=$?
+		if ((rc == 0)); then
+			export LEASE_TEST_NATS_URL=nats://127.0.0.1:$port
+			log "nats: JetStream on 127.0.0.1:$port (pid $pid)"
+			return 0
+		fi
+		show_log "$logf"
+		if ((rc == 2)) && grep -qi 'address already in use' "$logf"; then
+			log "nats: port taken meanwhile, retrying on another port"
+			continue
+		fi
+		die "nats: failed to start (see above)"
+	done
+	die "nats: could not find a free port"
+}
+
 # ---------------------------------------------------------------- ZooKeeper
 
 # zk_classpath BINDING: the ZooKeeper server classpath from $ZK_JAR_DIR with the given
@@ -301,5 +346,6 @@ start_servers() {
 	etcd_flags
 	start_etcd
 	start_zookeeper
+	start_nats
 	export LEASE_TEST_REQUIRE_ALL=1
 }
