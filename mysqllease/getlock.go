@@ -92,11 +92,7 @@ func (s *GetLockStore) Acquire(ctx context.Context, r driver.Request) (driver.Gr
 		if _, err = h.conn.ExecContext(ctx, "SET SESSION wait_timeout = ?", secs); err != nil {
 			return err
 		}
-		res, err := h.conn.ExecContext(ctx, s.sql(glAcquire), s.ns, r.Key, r.Token, r.Holder, r.TTL.Microseconds())
-		var fence int64
-		if err == nil {
-			fence, err = res.LastInsertId()
-		}
+		_, fence, err := exec(ctx, h.conn, s.sql(glAcquire), s.ns, r.Key, r.Token, r.Holder, r.TTL.Microseconds())
 		h.fence = uint64(fence)
 		return err
 	})
@@ -122,13 +118,7 @@ func (s *GetLockStore) Acquire(ctx context.Context, r driver.Request) (driver.Gr
 // store (a retry after a reconnect), and returns its fence; otherwise it
 // describes the holder.
 func (s *GetLockStore) adopt(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	res, err := s.db.ExecContext(ctx, s.adoptSQL, r.TTL.Microseconds(), r.Holder, s.ns, r.Key, r.Token)
-	var n, fence int64
-	if err == nil {
-		if n, err = res.RowsAffected(); err == nil {
-			fence, err = res.LastInsertId()
-		}
-	}
+	n, fence, err := exec(ctx, s.db, s.adoptSQL, r.TTL.Microseconds(), r.Holder, s.ns, r.Key, r.Token)
 	switch {
 	case err != nil:
 		return driver.Grant{}, fmt.Errorf("mysqllease: acquire %q: %w", r.Key, err)
@@ -157,21 +147,15 @@ func (s *GetLockStore) Release(ctx context.Context, r driver.Request) error {
 func (s *GetLockStore) run(ctx context.Context, op string, r driver.Request, release bool, q string, args ...any) error {
 	h := s.lookup(r)
 	if h == nil && release { // held through another store, or not at all
-		res, err := s.db.ExecContext(ctx, s.clearSQL, s.ns, r.Key, r.Token)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		n, _, err := exec(ctx, s.db, s.clearSQL, s.ns, r.Key, r.Token)
 		return opErr(op, r.Key, n == 1, err)
 	} else if h == nil {
 		return opErr(op, r.Key, false, nil)
 	}
 	var n int64
 	err := s.on(ctx, h, func(ctx context.Context) error {
-		res, err := h.conn.ExecContext(ctx, s.sql(q), append(args, s.ns, r.Key, r.Token, h.lock)...)
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		var err error
+		n, _, err = exec(ctx, h.conn, s.sql(q), append(args, s.ns, r.Key, r.Token, h.lock)...)
 		if err != nil || n == 0 || !release {
 			return err
 		}
@@ -237,16 +221,11 @@ func (s *GetLockStore) Break(ctx context.Context, key string) (driver.Entry, err
 	if err != nil || !r.live || !r.conn.Valid {
 		return e, err
 	}
-	if _, err := s.db.ExecContext(ctx, "KILL CONNECTION ?", r.conn.Int64); err != nil && !isNoThread(err) {
+	var me *mysql.MySQLError // 1094: the connection has ended already
+	if _, err := s.db.ExecContext(ctx, "KILL CONNECTION ?", r.conn.Int64); err != nil && !(errors.As(err, &me) && me.Number == 1094) {
 		return e, fmt.Errorf("mysqllease: break %q: broken, but its holder keeps the lock until its next renewal: %w", key, err)
 	}
 	return e, nil
-}
-
-// isNoThread reports a KILL of a connection that has ended already.
-func isNoThread(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1094
 }
 
 // Close ends the connections of the leases the store holds, which frees

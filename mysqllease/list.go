@@ -52,25 +52,20 @@ func (b *base) List(ctx context.Context, prefix, cursor string, limit int) ([]dr
 	}
 	defer func() { _ = rows.Close() }()
 	var page []driver.Entry
-	var last string
-	n := 0
-	for rows.Next() {
+	var key string
+	for n := 1; rows.Next(); n++ {
 		var r row
-		if err := rows.Scan(append([]any{&last}, r.dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&key}, r.dest()...)...); err != nil {
 			return nil, "", opErr("list", prefix, true, err)
 		}
-		n++
-		if e := r.entry(last); len(e.Holders)+len(e.Broken) > 0 {
+		if e := r.entry(key); len(e.Holders)+len(e.Broken) > 0 {
 			page = append(page, e)
 		}
+		if n == limit { // the page's LIMIT: more may follow
+			return page, key, nil
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, "", opErr("list", prefix, true, err)
-	}
-	if n == limit {
-		return page, last, nil
-	}
-	return page, "", nil
+	return page, "", opErr("list", prefix, true, rows.Err())
 }
 
 // above returns the least byte string above every string that starts with
@@ -97,8 +92,7 @@ func (b *base) breakRow(ctx context.Context, key string) (driver.Entry, row, err
 		return driver.Entry{}, r, opErr("break", key, true, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var k string
-	err = tx.QueryRowContext(ctx, b.lockRowSQL, b.ns, key).Scan(append([]any{&k}, r.dest()...)...)
+	err = tx.QueryRowContext(ctx, b.inspectSQL+" FOR UPDATE", b.ns, key).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Entry{Key: key}, r, nil
 	} else if err != nil {
@@ -131,7 +125,7 @@ func (b *base) markBroken(ctx context.Context, op string, r driver.Request, err 
 		return err
 	}
 	var t row
-	if b.db.QueryRowContext(ctx, b.tombSQL, b.ns, r.Key).Scan(&t.broken, &t.now) == nil {
+	if b.db.QueryRowContext(ctx, b.inspectSQL, b.ns, r.Key).Scan(t.dest()...) == nil {
 		if _, ok := t.tombstones()[r.Token]; ok {
 			return fmt.Errorf("mysqllease: %s %q: %w", op, r.Key, lease.ErrBroken)
 		}

@@ -89,26 +89,18 @@ func quoteTable(name string) (string, error) {
 		return "", lease.Invalid("table", "%q has more than one dot (use \"table\" or \"database.table\")", name)
 	}
 	for i, p := range parts {
-		switch {
-		case p == "" || strings.TrimRight(p, " ") != p:
-			return "", lease.Invalid("table", "%q has an empty part or one ending in a space", name)
-		case len([]rune(p)) > maxIdentLen:
-			return "", lease.Invalid("table", "%q has a part longer than %d characters", name, maxIdentLen)
-		case strings.IndexByte(p, 0) >= 0:
-			return "", lease.Invalid("table", "%q contains a NUL byte", name)
+		if p == "" || strings.TrimRight(p, " ") != p || len([]rune(p)) > maxIdentLen || strings.IndexByte(p, 0) >= 0 {
+			return "", lease.Invalid("table", "%q: each part must have 1 to %d characters, no NUL byte and no trailing space", name, maxIdentLen)
 		}
 		parts[i] = "`" + strings.ReplaceAll(p, "`", "``") + "`"
 	}
 	return strings.Join(parts, "."), nil
 }
 
-// lockPrefix is what a key's GET_LOCK name hashes before the key: the
-// table and the namespace, so stores of other tables or namespaces never
-// share a lock.
-func lockPrefix(table, ns string) string { return table + "\x00" + ns + "\x00" }
-
 // lockName is the GET_LOCK name of key: "leasekit_" and 48 hex digits of
-// SHA-256(prefix, key), within MySQL's limit of 64 characters. lockNameSQL
+// SHA-256(prefix, key), within MySQL's limit of 64 characters; the prefix
+// (the table and the namespace, see newBase) keeps the locks of other
+// tables and namespaces apart. lockNameSQL
 // is the same name computed by the server from the row's key c.k.
 func lockName(prefix, key string) string {
 	sum := sha256.Sum256([]byte(prefix + key))

@@ -22,10 +22,6 @@ type Store interface {
 	driver.Breaker
 	// Migrate creates the lease table if it does not exist.
 	Migrate(ctx context.Context) error
-	// Namespace returns the store's namespace.
-	Namespace() string
-	// Table returns the quoted, possibly database-qualified, lease table.
-	Table() string
 }
 
 // nowUS is the server's clock in µs since the epoch, free of the session's
@@ -44,14 +40,14 @@ const schemaSQL = `CREATE TABLE IF NOT EXISTS {T} (
 // base is what both stores share: the statements over the key's row c,
 // whose live hold LIVE judges.
 type base struct {
-	db                                                 *sql.DB
-	ns, table, prefix, live                            string
-	inspectSQL, pageSQL, lockRowSQL, breakSQL, tombSQL string
+	db                            *sql.DB
+	ns, table, prefix, live       string
+	inspectSQL, pageSQL, breakSQL string
 }
 
 func newBase(db *sql.DB, c config, table string) base {
 	live := "(c.token IS NOT NULL AND c.expires_us > " + nowUS + ")"
-	prefix := lockPrefix(table, c.ns)
+	prefix := table + "\x00" + c.ns + "\x00"
 	if c.mode == ModeGetLock {
 		live = "(c.token IS NOT NULL AND IS_USED_LOCK(" + lockNameSQL(prefix) + ") <=> c.conn)"
 	}
@@ -62,17 +58,9 @@ func newBase(db *sql.DB, c config, table string) base {
 		inspectSQL: r.Replace(`SELECT ` + row + ` FROM {T} c WHERE c.ns = ? AND c.k = ?`),
 		pageSQL: r.Replace(`SELECT c.k, ` + row + ` FROM {T} c WHERE c.ns = ? AND c.k > ? AND c.k >= ?
 	AND (? OR c.k < ?) ORDER BY c.k LIMIT ?`),
-		lockRowSQL: r.Replace(`SELECT c.k, ` + row + ` FROM {T} c WHERE c.ns = ? AND c.k = ? FOR UPDATE`),
-		breakSQL:   r.Replace(`UPDATE {T} SET token = NULL, holder = '', expires_us = 0, conn = NULL, broken = ? WHERE ns = ? AND k = ?`),
-		tombSQL:    r.Replace(`SELECT c.broken, {NOW} FROM {T} c WHERE c.ns = ? AND c.k = ?`),
+		breakSQL: r.Replace(`UPDATE {T} SET token = NULL, holder = '', expires_us = 0, conn = NULL, broken = ? WHERE ns = ? AND k = ?`),
 	}
 }
-
-// Namespace returns the store's namespace.
-func (b *base) Namespace() string { return b.ns }
-
-// Table returns the quoted lease table.
-func (b *base) Table() string { return b.table }
 
 // sql fills the table and the server's clock into a statement.
 func (b *base) sql(s string) string {
@@ -89,11 +77,11 @@ func (b *base) Migrate(ctx context.Context) error {
 
 // row is a key's row as the statements of base read it.
 type row struct {
-	key, token, holder, broken sql.NullString
-	live                       bool
-	fence                      uint64
-	us, now                    int64
-	conn                       sql.NullInt64
+	token, holder, broken sql.NullString
+	live                  bool
+	fence                 uint64
+	us, now               int64
+	conn                  sql.NullInt64
 }
 
 func (r *row) dest() []any {
@@ -123,6 +111,22 @@ func (b *base) held(ctx context.Context, key string) error {
 		return err
 	}
 	return &lease.HeldError{Key: key, Holder: info.Holder, Fence: info.Fence, Remaining: info.Remaining}
+}
+
+// execer is a *sql.DB, *sql.Conn or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// exec runs q and returns the rows it changed and the LAST_INSERT_ID it
+// set (the driver's results never fail).
+func exec(ctx context.Context, e execer, q string, args ...any) (n, id int64, err error) {
+	res, err := e.ExecContext(ctx, q, args...)
+	if err == nil {
+		n, _ = res.RowsAffected()
+		id, _ = res.LastInsertId()
+	}
+	return n, id, err
 }
 
 // opErr is op's error on key: err, or lease.ErrNotHeld if !held.
@@ -159,13 +163,7 @@ func (s *TableStore) Caps() driver.Caps { return driver.Caps{} }
 // Acquire takes r.Key for r.Token in one statement; a refusal reads the
 // holder with a second.
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	res, err := s.db.ExecContext(ctx, s.sql(tableAcquire), s.ns, r.Key, r.Token, r.Holder, r.TTL.Microseconds())
-	var n, fence int64
-	if err == nil {
-		if n, err = res.RowsAffected(); err == nil {
-			fence, err = res.LastInsertId()
-		}
-	}
+	n, fence, err := exec(ctx, s.db, s.sql(tableAcquire), s.ns, r.Key, r.Token, r.Holder, r.TTL.Microseconds())
 	switch {
 	case err != nil:
 		return driver.Grant{}, fmt.Errorf("mysqllease: acquire %q: %w", r.Key, err)
@@ -189,11 +187,7 @@ func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
 
 // update runs op's statement q, which changes one row if r holds its key.
 func (s *TableStore) update(ctx context.Context, op string, r driver.Request, q string, args ...any) error {
-	res, err := s.db.ExecContext(ctx, s.sql(q), args...)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, _, err := exec(ctx, s.db, s.sql(q), args...)
 	return s.markBroken(ctx, op, r, opErr(op, r.Key, n == 1, err))
 }
 
