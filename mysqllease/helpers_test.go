@@ -30,13 +30,19 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 // fails under LEASE_TEST_REQUIRE_ALL=1), closed when the test ends.
 func openDB(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", leasetest.Env(t, "LEASE_TEST_MYSQL_DSN"))
+	db, err := sql.Open("mysql", dsn(t))
 	if err != nil {
 		t.Fatalf("sql.Open: %v", err)
 	}
 	db.SetMaxIdleConns(16)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// dsn returns LEASE_TEST_MYSQL_DSN.
+func dsn(t testing.TB) string {
+	t.Helper()
+	return leasetest.Env(t, "LEASE_TEST_MYSQL_DSN")
 }
 
 // migratedDB opens the test database and migrates the default lease table.
@@ -57,7 +63,13 @@ func migratedDB(t testing.TB, opts ...mysqllease.Option) *sql.DB {
 // when the test ends.
 func newStore(t testing.TB, db *sql.DB, mode mysqllease.Mode, opts ...mysqllease.Option) mysqllease.Store {
 	t.Helper()
-	opts = append([]mysqllease.Option{mysqllease.WithMode(mode), mysqllease.WithNamespace(namespace(t))}, opts...)
+	return storeNS(t, db, mode, namespace(t), opts...)
+}
+
+// storeNS returns a store on db in mode under ns, closed when the test ends.
+func storeNS(t testing.TB, db *sql.DB, mode mysqllease.Mode, ns string, opts ...mysqllease.Option) mysqllease.Store {
+	t.Helper()
+	opts = append([]mysqllease.Option{mysqllease.WithMode(mode), mysqllease.WithNamespace(ns)}, opts...)
 	s, err := mysqllease.New(db, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -67,8 +79,11 @@ func newStore(t testing.TB, db *sql.DB, mode mysqllease.Mode, opts ...mysqllease
 }
 
 // namespace returns a namespace no other test or run uses.
-func namespace(t testing.TB) string {
+func namespace(t testing.TB) string { return "mysqllease_test/" + t.Name() + "/" + randHex() }
+
+// randHex returns 8 random hex digits.
+func randHex() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return "mysqllease_test/" + t.Name() + "/" + hex.EncodeToString(b)
+	return hex.EncodeToString(b)
 }
