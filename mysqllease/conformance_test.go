@@ -20,8 +20,12 @@ func conformance(t *testing.T, mode mysqllease.Mode) {
 	// before Run so that its goroutines predate the leak checks. A GET_LOCK
 	// lease's TTL is whole seconds.
 	db := migratedDB(t)
+	ttl := leasetest.DefaultTTL
+	if mode == mysqllease.ModeGetLock {
+		ttl = time.Second
+	}
 	leasetest.Run(t, leasetest.Harness{
-		TTL: time.Second,
+		TTL: ttl,
 		NewStore: func(t testing.TB, ns string) driver.Store {
 			s, err := mysqllease.New(db, mysqllease.WithMode(mode), mysqllease.WithNamespace(ns))
 			if err != nil {
