@@ -97,10 +97,15 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 			fenceFile := filepath.Join(t.TempDir(), "fence")
 			waiter, waiterOut := background(t, "run", "-s", store, key, "--holder", "waiter", "--",
 				"sh", "-c", `echo "$LEASE_FENCE" > "$0"`, fenceFile)
+			// mysqllease keeps no queue: its waiter polls, unlisted.
+			waiters := 1
+			if strings.HasPrefix(name, "mysql") {
+				waiters = 0
+			}
 			var held listedKey
 			waitFor(t, 20*time.Second, "the key listed with its waiter", func() bool {
 				keys := listJSON(t, name, store, key)
-				if len(keys) == 1 && len(keys[0].Waiters) == 1 {
+				if len(keys) == 1 && len(keys[0].Waiters) == waiters && len(keys[0].Holders) == 1 {
 					held = keys[0]
 					return true
 				}
@@ -113,11 +118,13 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 			r := lease(t, "list", "-s", store, key)
 			if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || len(lines) != 2 ||
 				!strings.HasPrefix(lines[0], "KEY") || !strings.Contains(lines[1], key) || !strings.Contains(lines[1], "background") ||
-				!strings.Contains(lines[1], held.Holders[0].ID) || !strings.HasSuffix(lines[1], " 1") {
+				!strings.Contains(lines[1], held.Holders[0].ID) || !strings.HasSuffix(lines[1], " "+strconv.Itoa(waiters)) {
 				t.Errorf("lease list: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 			}
 
-			watched(t, events, key, "acquired background", "queued")
+			if watched(t, events, key, "acquired background"); waiters > 0 {
+				watched(t, events, key, "queued")
+			}
 			r = lease(t, "break", "-s", store, key) // stdin is not a terminal
 			if r.code != 64 || !strings.Contains(r.stderr, "--yes") || r.stdout != "" {
 				t.Errorf("break without a terminal or --yes: exit %d, want 64 naming --yes:\n%s%s", r.code, r.stdout, r.stderr)
