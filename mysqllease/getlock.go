@@ -73,11 +73,8 @@ func (s *GetLockStore) Caps() driver.Caps {
 // granted, writes the lease into the key's row with the next fence. A retry
 // by the holding token refreshes its row and keeps its fence.
 func (s *GetLockStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if h := s.lookup(r); h != nil {
-		if err := s.Renew(ctx, r); err != nil {
-			return driver.Grant{}, err
-		}
-		return driver.Grant{Fence: h.fence}, nil
+	if h := s.lookup(r); h != nil && s.Renew(ctx, r) == nil {
+		return driver.Grant{Fence: h.fence}, nil // a failed renewal ended the lease: take the key afresh
 	}
 	h := &held{lock: lockName(s.prefix, r.Key)}
 	err := s.on(ctx, h, func(ctx context.Context) (err error) {
