@@ -212,14 +212,24 @@ func (s *GetLockStore) discard(conn *sql.Conn) {
 // connection with KILL CONNECTION, which needs the holder's user or the
 // CONNECTION ADMIN privilege (SUPER on MariaDB before 10.5). Without it Break
 // returns an error, but the break stands: the holder gives the lock up at its
-// next renewal, a stuck one when wait_timeout ends its connection.
+// next renewal, a stuck one when wait_timeout ends its connection. KILL
+// returns before the connection's thread has ended and freed the lock: Break
+// then waits for the lock on the server (up to 5 s) and gives it up again in
+// the same statement, so the key is free when it returns.
 func (s *GetLockStore) Break(ctx context.Context, key string) (driver.Entry, error) {
 	e, r, err := s.breakRow(ctx, key)
 	if err != nil || !r.live || !r.conn.Valid {
 		return e, err
 	}
 	var me *mysql.MySQLError // 1094: the connection has ended already
-	if _, err := s.db.ExecContext(ctx, "KILL CONNECTION ?", r.conn.Int64); err != nil && !(errors.As(err, &me) && me.Number == 1094) {
+	var got sql.NullInt64
+	if _, err = s.db.ExecContext(ctx, "KILL CONNECTION ?", r.conn.Int64); err == nil || errors.As(err, &me) && me.Number == 1094 {
+		lock := lockName(s.prefix, key)
+		if err = s.db.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5), RELEASE_LOCK(?)", lock, lock).Scan(&got, new(any)); err == nil && got.Int64 != 1 {
+			err = errors.New("its connection did not end within 5s")
+		}
+	}
+	if err != nil {
 		return e, fmt.Errorf("mysqllease: break %q: broken, but its holder keeps the lock until its next renewal: %w", key, err)
 	}
 	return e, nil
