@@ -13,6 +13,7 @@ import (
 type Env struct {
 	RedisAddr string   // LEASE_TEST_REDIS_ADDR
 	PGDSN     string   // LEASE_TEST_POSTGRES_DSN
+	MySQLDSN  string   // LEASE_TEST_MYSQL_DSN (a go-sql-driver DSN)
 	Etcd      []string // LEASE_TEST_ETCD_ENDPOINTS
 	ZK        []string // LEASE_TEST_ZK_SERVERS
 	NATS      string   // LEASE_TEST_NATS_URL
@@ -36,6 +37,7 @@ func envFromOS(run, fileDir string) *Env {
 	return &Env{
 		RedisAddr: os.Getenv("LEASE_TEST_REDIS_ADDR"),
 		PGDSN:     os.Getenv("LEASE_TEST_POSTGRES_DSN"),
+		MySQLDSN:  os.Getenv("LEASE_TEST_MYSQL_DSN"),
 		Etcd:      split(os.Getenv("LEASE_TEST_ETCD_ENDPOINTS")),
 		ZK:        split(os.Getenv("LEASE_TEST_ZK_SERVERS")),
 		NATS:      os.Getenv("LEASE_TEST_NATS_URL"),
@@ -58,6 +60,8 @@ func (e *Env) available(store string) (bool, string) {
 		return e.RedisAddr != "", "LEASE_TEST_REDIS_ADDR"
 	case "postgres-table", "postgres-advisory":
 		return e.PGDSN != "", "LEASE_TEST_POSTGRES_DSN"
+	case "mysql-table", "mysql-getlock":
+		return e.MySQLDSN != "", "LEASE_TEST_MYSQL_DSN"
 	case "etcd":
 		return len(e.Etcd) > 0, "LEASE_TEST_ETCD_ENDPOINTS"
 	case "zookeeper":

@@ -278,7 +278,9 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 	if has("heartbeat") {
 		var stores []string
 		for _, s := range syss {
-			if s.Name == "leasekit" {
+			// GET_LOCK mode holds a connection per lease: thousands pass
+			// the server's max_connections.
+			if s.Name == "leasekit" && s.Store != "mysql-getlock" {
 				stores = append(stores, s.Store)
 			}
 		}

@@ -128,7 +128,7 @@ func mark(ok *bool) string {
 
 func bptr(b bool) *bool { return &b }
 
-var lkStores = []string{"redis", "postgres-table", "postgres-advisory", "etcd", "zookeeper", "nats", "file"}
+var lkStores = []string{"redis", "postgres-table", "postgres-advisory", "mysql-table", "mysql-getlock", "etcd", "zookeeper", "nats", "file"}
 
 // peerOn is the peer a leasekit store is compared with in scenarios 2 and 3.
 var peerOn = map[string]string{"etcd": "etcd-mutex", "zookeeper": "zk-lock"}

@@ -7,14 +7,17 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -29,6 +32,7 @@ import (
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
 	"github.com/leasekit/lease/memlease"
+	"github.com/leasekit/lease/mysqllease"
 	"github.com/leasekit/lease/natslease"
 	"github.com/leasekit/lease/pglease"
 	"github.com/leasekit/lease/redislease"
@@ -75,6 +79,8 @@ func allSystems() []System {
 		lk("redis", "redislease, one go-redis client per worker, Pub/Sub wake-ups", 0),
 		lk("postgres-table", "pglease table mode, one pgxpool (4 conns) per worker, LISTEN/NOTIFY", 0),
 		lk("postgres-advisory", "pglease advisory mode, one pgxpool (4 conns) per worker", 0),
+		lk("mysql-table", "mysqllease table mode, one database/sql pool per worker, no wake-ups (polling)", 0),
+		lk("mysql-getlock", "mysqllease GET_LOCK mode, one pool per worker and a connection per held lease, no wake-ups", time.Second),
 		lk("etcd", "etcdlease, one etcd client per worker, prefix watch", 2*time.Second),
 		lk("zookeeper", "zklease.Dial, one session per worker (session timeout = TTL)", 0),
 		lk("nats", "natslease on a JetStream KV bucket, one NATS connection per worker, KV watch", 0),
@@ -222,6 +228,24 @@ func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Dur
 			return nil, nil, err
 		}
 		return st, pool.Close, nil
+	case "mysql-table", "mysql-getlock":
+		db, err := openMySQL(env.MySQLDSN)
+		if err != nil {
+			return nil, nil, err
+		}
+		mode := mysqllease.ModeTable
+		if store == "mysql-getlock" {
+			mode = mysqllease.ModeGetLock
+		}
+		st, err := mysqllease.New(db, mysqllease.WithMode(mode), mysqllease.WithNamespace(ns))
+		if err == nil {
+			err = st.Migrate(ctx) // the default table: CREATE TABLE IF NOT EXISTS
+		}
+		if err != nil {
+			_ = db.Close()
+			return nil, nil, err
+		}
+		return st, func() { _ = db.Close() }, nil
 	case "etcd":
 		cli, err := clientv3.New(clientv3.Config{Endpoints: env.Etcd, DialTimeout: 5 * time.Second, DialOptions: h.etcdDialer, Logger: zap.NewNop()})
 		if err != nil {
@@ -565,3 +589,21 @@ func (z *zkLock) Close() error {
 
 // randToken returns a random token for the raw lock.
 func randToken() string { return rand.Text() } // crypto/rand: 128 bits, never fails
+
+// openMySQL opens a database/sql pool on a go-sql-driver DSN, with
+// interpolateParams=true (one round trip a statement) unless it says
+// otherwise.
+func openMySQL(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("LEASE_TEST_MYSQL_DSN: %w", err)
+	}
+	if !strings.Contains(dsn, "interpolateParams") {
+		cfg.InterpolateParams = true
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(conn), nil
+}

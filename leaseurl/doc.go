@@ -19,6 +19,9 @@
 //	                             Redis servers' credentials, sentinel_username/sentinel_password the sentinels'
 //	postgres://user:pass@host/db[?sslmode=..&mode=advisory&table=t&namespace=ns&migrate=false]
 //	                             sslmode defaults to verify-full for a host that is not loopback (below)
+//	mysql://user:pass@host[:3306]/db[?mode=getlock&table=t&namespace=ns&migrate=false&tls=..]
+//	                             MariaDB/MySQL (mysqllease); other parameters are go-sql-driver's,
+//	                             tls defaults to true (verified) for a host that is not loopback
 //	etcd://[user:pass@]host:port,host:port[/prefix/]   (etcds:// for TLS)
 //	nats://[user:pass@]host:port,host:port[/bucket][?token=T&namespace=ns]
 //	                             NATS JetStream KV (natss:// for TLS); the bucket is created if missing
@@ -49,7 +52,10 @@
 // roots) and name the host. Loopback hosts and unix sockets keep pgx's
 // default, prefer, which does not verify the certificate. An sslmode in the
 // URL (or ssl=true), in $PGSSLMODE, or from a service file is used as
-// given. rediss://, etcds:// and natss:// verify the server's certificate; Redis's
+// given. A mysql:// URL without tls whose host is not loopback gets
+// tls=true ([DefaultMySQLTLS]: verified against the system's roots); set
+// tls=skip-verify, preferred, false or a name registered with
+// mysql.RegisterTLSConfig yourself. rediss://, etcds:// and natss:// verify the server's certificate; Redis's
 // skip_verify=true is the explicit opt-out and disables that verification.
 //
 // Passwords are never printed: errors returned by Open are redacted, and

@@ -272,7 +272,7 @@ func proxied(store string) (string, *proxy, error) {
 		return store, nil, nil
 	}
 	switch strings.ToLower(u.Scheme) {
-	case "redis", "postgres", "postgresql", "etcd", "zk", "nats":
+	case "redis", "postgres", "postgresql", "mysql", "etcd", "zk", "nats":
 	default:
 		return store, nil, nil // file, mem, TLS schemes (the certificate names the real host)
 	}

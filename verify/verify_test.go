@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -254,6 +255,39 @@ func runPostgres(t *testing.T, mode string) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM leasekit_leases WHERE ns = $1", prefix).Scan(&n); err != nil || n != 0 {
 		t.Errorf("rows left behind in leasekit_leases: %d, %v", n, err)
 	}
+}
+
+// TestMySQL: the faults on MariaDB/MySQL's table mode (LEASE_TEST_MYSQL_DSN).
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	rep := run(t, verify.Config{Store: mysqlURL(t, "table"), TTL: 500 * time.Millisecond})
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
+}
+
+// TestMySQLGetLock: the same faults on GET_LOCK mode, where a worker's lease
+// is a lock of a connection of its own: a killed or cut-off holder's
+// connection ends at once, a SIGSTOPped one's after wait_timeout (the TTL,
+// whole seconds).
+func TestMySQLGetLock(t *testing.T) {
+	t.Parallel()
+	rep := run(t, verify.Config{Store: mysqlURL(t, "getlock"), TTL: time.Second,
+		Faults: []string{verify.FaultKill, verify.FaultStop, verify.FaultCut}}) // three in 15s at this TTL
+	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
+}
+
+// mysqlURL turns LEASE_TEST_MYSQL_DSN, a go-sql-driver DSN, into a mysql://
+// URL in mode.
+func mysqlURL(t *testing.T, mode string) string {
+	cfg, err := mysql.ParseDSN(leasetest.Env(t, "LEASE_TEST_MYSQL_DSN"))
+	if err != nil {
+		t.Fatalf("LEASE_TEST_MYSQL_DSN: %v", err)
+	}
+	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName,
+		RawQuery: "mode=" + mode}
+	if cfg.Passwd == "" {
+		u.User = url.User(cfg.User)
+	}
+	return u.String()
 }
 
 func TestEtcd(t *testing.T) {

@@ -124,8 +124,23 @@ func postgresCase(t *testing.T, mode string) verify.Config {
 	return verify.Config{Store: store, Register: spec, TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 12*time.Second)}
 }
 
+// exclusiveStores keep no shared holds: they run the transfer workload only.
+var exclusiveStores = []storeCase{
+	{"MySQL", func(t *testing.T) verify.Config {
+		return verify.Config{Store: mysqlURL(t, "table"), TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 12*time.Second)}
+	}, []string{verify.FaultKill, verify.FaultStop, verify.FaultCut}},
+	{"MySQLGetLock", func(t *testing.T) verify.Config {
+		return verify.Config{Store: mysqlURL(t, "getlock"), TTL: time.Second, Duration: workloadDuration(t, 15*time.Second),
+			Faults: []string{verify.FaultKill, verify.FaultStop, verify.FaultCut}}
+	}, []string{verify.FaultKill, verify.FaultStop, verify.FaultCut}},
+}
+
 func everyStore(t *testing.T, workload string) {
-	for _, sc := range workloadStores {
+	stores := workloadStores
+	if workload == verify.WorkloadTransfer {
+		stores = append(stores[:len(stores):len(stores)], exclusiveStores...)
+	}
+	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			if workload == verify.WorkloadReadWrite && noSharedHolds[sc.name] {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/leasetest"
@@ -437,6 +439,15 @@ func storesUnderTest(t *testing.T) map[string]string {
 		}
 		stores["postgres"] = fmt.Sprintf("%s%snamespace=leasecli%d", v, sep, n)
 		stores["postgres-advisory"] = fmt.Sprintf("%s%smode=advisory&namespace=leasecli%d", v, sep, n)
+	}
+	if v := os.Getenv("LEASE_TEST_MYSQL_DSN"); v != "" {
+		cfg, err := mysql.ParseDSN(v) // a go-sql-driver DSN: made a mysql:// URL
+		if err != nil {
+			t.Fatalf("LEASE_TEST_MYSQL_DSN: %v", err)
+		}
+		u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName}
+		stores["mysql"] = fmt.Sprintf("%s?namespace=leasecli%d", u.String(), n)
+		stores["mysql-getlock"] = fmt.Sprintf("%s?mode=getlock&namespace=leasecli%d", u.String(), n)
 	}
 	if v := os.Getenv("LEASE_TEST_ETCD_ENDPOINTS"); v != "" {
 		stores["etcd"] = fmt.Sprintf("etcd://%s/leasecli%d/", v, n)

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # scripts/lib/install.sh: install the packages the tests need (servers, a browser) with apt-get,
 # only when something is missing (one `apt-get update` at most per run).
-#   redis-server, postgresql            only if the binary is missing AND nothing answers
+#   redis-server, postgresql,           only if the binary is missing AND nothing answers
+#   mariadb-server
 #   etcd-server (/usr/bin/etcd)         always needed (tests may start private clusters)
 #   nats-server                         always needed (natslease's restart test starts its own)
 #   libzookeeper-java (jars)            always needed; the `zookeeper` package only adds a
@@ -32,6 +33,10 @@ missing_packages() {
 	fi
 	if [[ -z ${LEASE_TEST_POSTGRES_DSN:-} ]] && ! pg_bin_present; then
 		echo postgresql
+	fi
+	if [[ -z ${LEASE_TEST_MYSQL_DSN:-} ]] && ! command -v mariadbd >/dev/null 2>&1 &&
+		! command -v mysqld >/dev/null 2>&1 && ! tcp_open 127.0.0.1 3306; then
+		echo mariadb-server
 	fi
 	if ! command -v etcd >/dev/null 2>&1; then
 		echo etcd-server

@@ -6,6 +6,9 @@
 #               left running: it is a system-wide service, like PostgreSQL).
 #   PostgreSQL  the local Debian cluster (started with pg_ctlcluster if down, created
 #               with pg_createcluster if none) plus role+database "leasetest"; left running.
+#   MariaDB     127.0.0.1:3306, reused if it answers; else started (service mariadb, or
+#               mysqld_safe); left running. Database "test", user root without a password
+#               over TCP ('root'@'127.0.0.1' created through the unix socket if needed).
 #   etcd        always a private single node (client 23790, peer 23800, or the next free
 #               pair) with data in $LEASE_TMP; stopped on exit.
 #   ZooKeeper   always a private standalone server (21810 or the next free port),
@@ -52,6 +55,46 @@ start_redis() {
 		{ show_log "$logfile"; die "redis: redis-server failed to start"; }
 	wait_until 30 "redis PING on 127.0.0.1:6379" redis_ping 127.0.0.1 6379 ||
 		{ show_log "$logfile"; die "redis: not answering after start"; }
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+# maria_ready: true if a server answers on 127.0.0.1:3306 (mysqladmin ping succeeds even
+# when our login is refused: it tells only that the server is up).
+maria_ready() { mysqladmin --protocol=tcp -h 127.0.0.1 -P 3306 -u root --connect-timeout=2 ping >/dev/null 2>&1; }
+
+# maria_root_tcp: true if root with no password logs in over TCP.
+maria_root_tcp() { mysql --protocol=tcp -h 127.0.0.1 -P 3306 -u root --connect-timeout=5 -e 'SELECT 1' >/dev/null 2>&1; }
+
+start_mariadb() {
+	if [[ -n ${LEASE_TEST_MYSQL_DSN:-} ]]; then
+		log "mariadb: using LEASE_TEST_MYSQL_DSN=$(sed -E 's#^([^:@/]*):[^@]*@#\1:***@#' <<<"$LEASE_TEST_MYSQL_DSN")"
+		return 0
+	fi
+	if maria_ready; then
+		log "mariadb: already running on 127.0.0.1:3306"
+	else
+		# Debian's init script runs mysqld_safe; without a working service, run it ourselves.
+		log "mariadb: starting the Debian service (left running)"
+		if ! as_root service mariadb start >/dev/null 2>&1; then
+			as_root sh -c 'mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld && cd / &&
+				nohup mysqld_safe --bind-address=127.0.0.1 >/dev/null 2>&1 &'
+		fi
+		wait_until 60 "mariadb on 127.0.0.1:3306" maria_ready ||
+			{ show_log /var/log/mysql/error.log; die "mariadb: not ready"; }
+	fi
+	# Debian's root@localhost logs in by unix socket only: add a loopback-only root
+	# without a password for the tests (a throwaway server), through the socket as root.
+	if ! maria_root_tcp; then
+		log "mariadb: creating 'root'@'127.0.0.1' (no password) for the tests"
+		as_root mysql -u root -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+			GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION" ||
+			die "mariadb: cannot log in as root over TCP; set LEASE_TEST_MYSQL_DSN"
+	fi
+	mysql --protocol=tcp -h 127.0.0.1 -P 3306 -u root -e 'CREATE DATABASE IF NOT EXISTS test' ||
+		die "mariadb: could not create database test"
+	export LEASE_TEST_MYSQL_DSN='root@tcp(127.0.0.1:3306)/test'
+	log "mariadb: database test ready, DSN $LEASE_TEST_MYSQL_DSN"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -341,6 +384,7 @@ EOF
 start_servers() {
 	start_redis
 	start_postgres
+	start_mariadb
 	export LEASE_TEST_ETCD_BIN=${LEASE_TEST_ETCD_BIN:-$(command -v etcd)}
 	durability
 	etcd_flags
