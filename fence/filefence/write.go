@@ -35,8 +35,7 @@ func FenceFile(name string) string { return name + ".fence" }
 // is at most fence: else it writes nothing and returns a
 // *lease.StaleFenceError (matching lease.ErrStaleFence). It holds an
 // exclusive flock on the fence file throughout and records fence there
-// (fsynced) before the rename, so a crash never leaves the new data under
-// an older fence.
+// (fsynced) before the rename.
 func WriteFile(name string, fence uint64, data []byte, perm fs.FileMode) error {
 	lock, err := os.OpenFile(FenceFile(name), os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
