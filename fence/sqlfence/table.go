@@ -5,7 +5,6 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -50,22 +49,16 @@ func NewTable(d Dialect, name, idColumn, fenceColumn string) (*Table, error) {
 	if d != Postgres && d != MySQL {
 		return nil, fmt.Errorf("sqlfence: %w", lease.Invalid("dialect", "%d", d))
 	}
-	t := &Table{d: d, name: name}
-	var parts []string
-	for _, p := range strings.Split(name, ".") {
-		q, err := d.quote(p)
-		if err != nil {
+	names := append(strings.Split(name, "."), idColumn, fenceColumn)
+	q := make([]string, len(names))
+	for i, n := range names {
+		var err error
+		if q[i], err = d.quote(n); err != nil {
 			return nil, err
 		}
-		parts = append(parts, q)
 	}
-	t.table = strings.Join(parts, ".")
-	var err1, err2 error
-	t.id, err1 = d.quote(idColumn)
-	t.fence, err2 = d.quote(fenceColumn)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, err
-	}
+	n := len(q) - 2
+	t := &Table{d: d, name: name, table: strings.Join(q[:n], "."), id: q[n], fence: q[n+1]}
 	where := " FROM " + t.table + " WHERE " + t.id + " = " + d.arg(1)
 	t.readSQL = "SELECT " + t.fence + where
 	t.lockSQL = t.readSQL + " FOR UPDATE"
