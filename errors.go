@@ -28,6 +28,10 @@ var (
 	// ErrBroken: an operator broke the lease (Client.ForceRelease); the store
 	// no longer holds the key for this token. It matches ErrNotHeld too.
 	ErrBroken error = &childError{"lease: broken by an operator", ErrNotHeld}
+	// ErrStaleFence: a fenced resource refused a write because it has
+	// accepted a larger fence, so a newer holder has written. It matches
+	// ErrNotHeld too. The error is a *StaleFenceError.
+	ErrStaleFence error = &childError{"lease: stale fence", ErrNotHeld}
 )
 
 // childError is a sentinel that also matches its parent.
@@ -149,3 +153,21 @@ func (e *LostError) Is(target error) bool { return target == ErrLost }
 
 // Unwrap returns Err.
 func (e *LostError) Unwrap() error { return e.Err }
+
+// StaleFenceError says that Resource refused a write with Fence because it
+// has accepted Stored, a larger one. It matches ErrStaleFence and ErrNotHeld.
+type StaleFenceError struct {
+	Resource string
+	Fence    uint64
+	Stored   uint64
+}
+
+func (e *StaleFenceError) Error() string {
+	return fmt.Sprintf("lease: %s refused fence %d: it has accepted %d; a newer holder has written",
+		e.Resource, e.Fence, e.Stored)
+}
+
+// Is matches ErrStaleFence and ErrNotHeld.
+func (e *StaleFenceError) Is(target error) bool {
+	return target == ErrStaleFence || target == ErrNotHeld
+}

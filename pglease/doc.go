@@ -83,5 +83,8 @@
 //	UPDATE accounts SET balance = $1, lock_version = $fence
 //	 WHERE id = $2 AND lock_version <= $fence
 //
+// (package fence/sqlfence writes that statement for any database/sql
+// database).
+//
 // Why it is built this way: docs/design.md, "PostgreSQL stores".
 package pglease
