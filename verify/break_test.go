@@ -12,7 +12,7 @@ import (
 
 func TestForcedRelease(t *testing.T) {
 	t.Parallel()
-	for _, sc := range workloadStores {
+	for _, sc := range append(workloadStores[:len(workloadStores):len(workloadStores)], exclusiveStores...) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := sc.setup(t)

@@ -21,8 +21,7 @@ import (
 )
 
 // TestReadWrite: readers (AcquireShared) and writers on one key and one
-// fenced register. Stores that do not keep shared holds (noSharedHolds) are
-// skipped.
+// fenced register, on the stores that keep shared holds (workloadStores).
 func TestReadWrite(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadReadWrite) }
 
 // TestTransfer: transfers between two fenced registers under two keys held
@@ -80,10 +79,6 @@ var workloadStores = []storeCase{
 		return verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill}},
-	{"NATS", func(t *testing.T) verify.Config {
-		u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
-		return verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 0)}
-	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"ZooKeeper", func(t *testing.T) verify.Config {
 		srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 		// A paused holder's session outlives it by 4s: a longer run, shorter
@@ -92,10 +87,6 @@ var workloadStores = []storeCase{
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 }
-
-// noSharedHolds are the stores of workloadStores without shared holds:
-// the read-write workload skips them.
-var noSharedHolds = map[string]bool{"NATS": true}
 
 // postgresCase: the shared PostgreSQL server in mode ("" for table mode),
 // with the register rows in PostgreSQL (the transfer's two rows are
@@ -126,6 +117,10 @@ func postgresCase(t *testing.T, mode string) verify.Config {
 
 // exclusiveStores keep no shared holds: they run the transfer workload only.
 var exclusiveStores = []storeCase{
+	{"NATS", func(t *testing.T) verify.Config {
+		u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
+		return verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 0)}
+	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"MySQL", func(t *testing.T) verify.Config {
 		return verify.Config{Store: mysqlURL(t, "table"), TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 12*time.Second)}
 	}, []string{verify.FaultKill, verify.FaultStop, verify.FaultCut}},
@@ -143,9 +138,6 @@ func everyStore(t *testing.T, workload string) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			if workload == verify.WorkloadReadWrite && noSharedHolds[sc.name] {
-				t.Skip("lacks capability Caps.Shared: the store keeps no shared holds")
-			}
 			cfg := sc.setup(t)
 			cfg.Workload = workload
 			rep := run(t, cfg)
