@@ -43,6 +43,7 @@ type Store struct {
 	prefix string
 	label  string
 	clock  lease.Clock
+	skew   time.Duration // < 0: the wall-clock rule is off
 
 	mu   sync.Mutex
 	seen map[string]sighting // by object name
@@ -70,13 +71,24 @@ type Option func(*Store)
 func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
 
 // WithClock sets the clock by which the store measures how long it has
-// seen a Lease unchanged (default, or if c is nil: [lease.SystemClock]).
+// seen a Lease unchanged and reads the wall time (default, or if c is nil:
+// [lease.SystemClock]).
 func WithClock(c lease.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// DefaultMaxClockSkew is the default of [WithMaxClockSkew].
+const DefaultMaxClockSkew = 250 * time.Millisecond
+
+// WithMaxClockSkew sets how far apart the wall clocks of the hosts sharing
+// the Leases may be (default [DefaultMaxClockSkew]): a Lease the store has
+// not watched for its TTL expires once its renewTime + TTL + d is past by
+// this host's wall clock. A negative d turns that rule off, leaving
+// client-go leader election's alone (see the package doc).
+func WithMaxClockSkew(d time.Duration) Option { return func(s *Store) { s.skew = d } }
 
 // New returns a store over the Lease objects of namespace, through cs. It
 // does not close cs (client-go clients need no closing).
 func New(cs kubernetes.Interface, namespace string, opts ...Option) (*Store, error) {
-	s := &Store{seen: make(map[string]sighting)}
+	s := &Store{seen: make(map[string]sighting), skew: DefaultMaxClockSkew}
 	for _, o := range opts {
 		o(s)
 	}
@@ -128,7 +140,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		s.grant(l, r, start)
 		l, err = s.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: manager})
 		if err != nil {
-			return driver.Grant{}, err
+			return driver.Grant{}, s.raced(ctx, r, err)
 		}
 		s.saw(l, start)
 		return driver.Grant{Fence: fence(l)}, nil
@@ -146,9 +158,25 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 		s.grant(l, r, start)
 	}
 	if err := s.update(ctx, l, start); err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, s.raced(ctx, r, err)
 	}
 	return driver.Grant{Fence: fence(l)}, nil
+}
+
+// raced turns err, when another write to the Lease beat r's, into the
+// *lease.HeldError of the holder that write left, read once more; else
+// err stays (transient: the Client tries again).
+func (s *Store) raced(ctx context.Context, r driver.Request, err error) error {
+	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	l, gerr := s.get(ctx, r.Key)
+	if gerr == nil && l.Annotations[annToken] != r.Token {
+		if left := s.remaining(l); left > 0 {
+			return &lease.HeldError{Key: r.Key, Holder: holder(l), Fence: fence(l), Remaining: left}
+		}
+	}
+	return fmt.Errorf("the Lease changed while it was read (%w)", err)
 }
 
 // Renew renews r.Token's hold of r.Key for r.TTL; a token whose hold was
@@ -186,7 +214,12 @@ func (s *Store) holderOp(ctx context.Context, r driver.Request, op func(*coordv1
 		return lease.ErrNotHeld
 	}
 	op(l, r, start)
-	return s.update(ctx, l, start)
+	if err := s.update(ctx, l, start); apierrors.IsConflict(err) {
+		return fmt.Errorf("the Lease changed while it was read (%w)", err)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Inspect reports who holds key, and the last fence granted when nobody
@@ -224,9 +257,6 @@ func (s *Store) get(ctx context.Context, key string) (*coordv1.Lease, error) {
 func (s *Store) update(ctx context.Context, l *coordv1.Lease, start time.Time) error {
 	u, err := s.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: manager})
 	if err != nil {
-		if apierrors.IsConflict(err) {
-			return fmt.Errorf("the Lease changed while it was read (%w)", err)
-		}
 		return err
 	}
 	s.saw(u, start)
@@ -250,8 +280,10 @@ func (s *Store) saw(l *coordv1.Lease, at time.Time) {
 	s.seen[l.Name] = sighting{rv: l.ResourceVersion, at: at}
 }
 
-// remaining is the time left of l's hold as the store judges it: its TTL
-// less how long the store has seen l unchanged; 0 when free or expired.
+// remaining is the time left of l's hold as the store judges it (see the
+// package doc): its TTL less how long the store has seen l unchanged, or,
+// if sooner, until renewTime + TTL + skew by the wall clock; 0 when free
+// or expired.
 func (s *Store) remaining(l *coordv1.Lease) time.Duration {
 	if l.Annotations[annToken] == "" {
 		return 0
@@ -259,7 +291,12 @@ func (s *Store) remaining(l *coordv1.Lease) time.Duration {
 	s.mu.Lock()
 	at := s.seen[l.Name].at
 	s.mu.Unlock()
-	return max(ttl(l)-s.clock.Now().Sub(at), 0)
+	now := s.clock.Now()
+	left := ttl(l) - now.Sub(at)
+	if rt := l.Spec.RenewTime; s.skew >= 0 && rt != nil {
+		left = min(left, rt.Add(ttl(l)+s.skew).Sub(now.Round(0)))
+	}
+	return max(left, 0)
 }
 
 // newLease returns a free Lease for key, fence 0.

@@ -111,14 +111,17 @@ func TestForeignLease(t *testing.T) {
 	}
 }
 
-// TestObservedExpiry: a store judges a hold expired only once it has seen
-// the Lease unchanged for the TTL by its own clock, whatever renewTime says:
-// a store that first looks after the TTL has run out still waits a TTL.
+// TestObservedExpiry: without the wall-clock rule, a store judges a hold
+// expired only once it has seen the Lease unchanged for the TTL by its own
+// clock, whatever renewTime says: a store that first looks after the TTL
+// has run out still waits a TTL. With it (the default), renewTime + TTL +
+// the skew decides for such a store.
 func TestObservedExpiry(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cs := client(t)
 	prefix := freshPrefix(t)
-	a, late := newStore(t, cs, prefix), newStore(t, cs, prefix)
+	a, late := newStore(t, cs, prefix), newStore(t, cs, prefix, k8slease.WithMaxClockSkew(-1))
+	wall := newStore(t, cs, prefix, k8slease.WithMaxClockSkew(100*time.Millisecond))
 	ttl := 1500 * time.Millisecond
 	ga, err := a.Acquire(ctx, req("k", "a", ttl))
 	if err != nil {
@@ -130,8 +133,10 @@ func TestObservedExpiry(t *testing.T) {
 	if _, err := late.Acquire(ctx, rb); !errors.As(err, &he) || he.Remaining < ttl/2 {
 		t.Fatalf("the late store's first Acquire = %v, want held for about a TTL more", err)
 	}
-	if info, err := a.Inspect(ctx, "k"); err != nil || info.Held {
-		t.Errorf("the holder's store, which wrote the Lease a TTL ago: Inspect = %+v, %v; want free", info, err)
+	for _, s := range []*k8slease.Store{a, wall} {
+		if info, err := s.Inspect(ctx, "k"); err != nil || info.Held {
+			t.Errorf("the holder's store, or one trusting renewTime: Inspect = %+v, %v; want free", info, err)
+		}
 	}
 	time.Sleep(ttl + 200*time.Millisecond)
 	if g, err := late.Acquire(ctx, rb); err != nil || g.Fence <= ga.Fence {
