@@ -91,3 +91,14 @@ var (
 	_ driver.Lister  = (*Store)(nil)
 	_ driver.Breaker = (*Store)(nil)
 )
+
+// Delete deletes key's Lease object, if any, whatever holds it. Fences
+// start over at 1 for a key deleted: it is for tests and for operators
+// retiring a key nobody uses, never for a key with fenced writes in flight.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	err := s.leases.Delete(ctx, s.name(key), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("k8slease: delete %q: %w", key, err)
+	}
+	return nil
+}

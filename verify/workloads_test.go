@@ -45,6 +45,10 @@ type storeCase struct {
 	faults []string
 }
 
+// noShared names the stores that keep no shared holds: no read-write
+// workload for them.
+var noShared = map[string]bool{"K8s": true}
+
 var workloadStores = []storeCase{
 	{"File", func(t *testing.T) verify.Config {
 		// Latency and cuts need a TCP store: kill and stop in turn.
@@ -79,6 +83,10 @@ var workloadStores = []storeCase{
 		return verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill}},
+	{"K8s", func(t *testing.T) verify.Config {
+		return verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 0),
+			Faults: []string{verify.FaultKill, verify.FaultStop}}
+	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"ZooKeeper", func(t *testing.T) verify.Config {
 		srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 		// A paused holder's session outlives it by 4s: a longer run, shorter
@@ -119,6 +127,9 @@ func everyStore(t *testing.T, workload string) {
 	for _, sc := range workloadStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
+			if noShared[sc.name] && workload == verify.WorkloadReadWrite {
+				t.Skip("lacks capability Caps.Shared")
+			}
 			cfg := sc.setup(t)
 			cfg.Workload = workload
 			rep := run(t, cfg)
