@@ -79,7 +79,7 @@ func TestOpenErrorsAreClearAndRedacted(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(leaseurl.Schemes(), " ")
-	for _, s := range []string{"etcd", "etcds", "file", "mem", "postgres", "postgresql", "redis", "rediss", "zk",
+	for _, s := range []string{"etcd", "etcds", "file", "k8s", "mem", "postgres", "postgresql", "redis", "rediss", "zk",
 		"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"} {
 		if !strings.Contains(" "+got+" ", " "+s+" ") {
 			t.Errorf("scheme %s not registered (have %s)", s, got)
