@@ -15,6 +15,7 @@ type Env struct {
 	PGDSN     string   // LEASE_TEST_POSTGRES_DSN
 	Etcd      []string // LEASE_TEST_ETCD_ENDPOINTS
 	ZK        []string // LEASE_TEST_ZK_SERVERS
+	Kube      string   // LEASE_TEST_K8S_KUBECONFIG
 	FileDir   string   // a temporary directory for filelease
 	Run       string   // unique per run: prefixes keys and namespaces
 	// StatsRedis is the address of a private redis-server whose counters
@@ -37,6 +38,7 @@ func envFromOS(run, fileDir string) *Env {
 		PGDSN:     os.Getenv("LEASE_TEST_POSTGRES_DSN"),
 		Etcd:      split(os.Getenv("LEASE_TEST_ETCD_ENDPOINTS")),
 		ZK:        split(os.Getenv("LEASE_TEST_ZK_SERVERS")),
+		Kube:      os.Getenv("LEASE_TEST_K8S_KUBECONFIG"),
 		FileDir:   fileDir,
 		Run:       run,
 	}
@@ -60,6 +62,8 @@ func (e *Env) available(store string) (bool, string) {
 		return len(e.Etcd) > 0, "LEASE_TEST_ETCD_ENDPOINTS"
 	case "zookeeper":
 		return len(e.ZK) > 0, "LEASE_TEST_ZK_SERVERS"
+	case "k8s":
+		return e.Kube != "", "LEASE_TEST_K8S_KUBECONFIG"
 	case "file", "memory":
 		return true, ""
 	}
