@@ -163,20 +163,23 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	return driver.Grant{Fence: fence(l)}, nil
 }
 
-// raced turns err, when another write to the Lease beat r's, into the
-// *lease.HeldError of the holder that write left, read once more; else
-// err stays (transient: the Client tries again).
+// raced turns err, when another client's write to the Lease beat r's,
+// into a *lease.HeldError: that client held the key between r's read and
+// write. The Lease is read once more for its holder (none if it was
+// released meanwhile). Other errors stay (transient: the Client retries).
 func (s *Store) raced(ctx context.Context, r driver.Request, err error) error {
 	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	l, gerr := s.get(ctx, r.Key)
-	if gerr == nil && l.Annotations[annToken] != r.Token {
-		if left := s.remaining(l); left > 0 {
-			return &lease.HeldError{Key: r.Key, Holder: holder(l), Fence: fence(l), Remaining: left}
-		}
+	if gerr != nil || l.Annotations[annToken] == r.Token {
+		return fmt.Errorf("the Lease changed while it was read (%w)", err)
 	}
-	return fmt.Errorf("the Lease changed while it was read (%w)", err)
+	he := &lease.HeldError{Key: r.Key, Fence: fence(l)}
+	if left := s.remaining(l); left > 0 {
+		he.Holder, he.Remaining = holder(l), left
+	}
+	return he
 }
 
 // Renew renews r.Token's hold of r.Key for r.TTL; a token whose hold was

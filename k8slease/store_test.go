@@ -24,11 +24,11 @@ func req(key, holder string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Token: randHex(16), Holder: holder, TTL: ttl}
 }
 
-// TestLeaseObject: a hold is a Lease as client-go's leader election writes
+// TestK8sLeaseObject: a hold is a Lease as client-go's leader election writes
 // it (holder identity, whole seconds, renew time, transitions), plus the
 // key, fence, token and exact TTL in annotations; Release keeps the object
 // and its fence.
-func TestLeaseObject(t *testing.T) {
+func TestK8sLeaseObject(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cs := client(t)
 	s := newStore(t, cs, freshPrefix(t))
@@ -61,9 +61,9 @@ func TestLeaseObject(t *testing.T) {
 	}
 }
 
-// TestNames: keys that are not object names map to valid, distinct names;
+// TestK8sNames: keys that are not object names map to valid, distinct names;
 // a bad prefix is refused.
-func TestNames(t *testing.T) {
+func TestK8sNames(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cs := client(t)
 	s := newStore(t, cs, freshPrefix(t))
@@ -91,9 +91,9 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestForeignLease: a Lease the store did not write (client-go's leader
+// TestK8sForeignLease: a Lease the store did not write (client-go's leader
 // election's, or another key's under the same name) is never taken over.
-func TestForeignLease(t *testing.T) {
+func TestK8sForeignLease(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cs := client(t)
 	s := newStore(t, cs, freshPrefix(t))
@@ -111,12 +111,12 @@ func TestForeignLease(t *testing.T) {
 	}
 }
 
-// TestObservedExpiry: without the wall-clock rule, a store judges a hold
+// TestK8sObservedExpiry: without the wall-clock rule, a store judges a hold
 // expired only once it has seen the Lease unchanged for the TTL by its own
 // clock, whatever renewTime says: a store that first looks after the TTL
 // has run out still waits a TTL. With it (the default), renewTime + TTL +
 // the skew decides for such a store.
-func TestObservedExpiry(t *testing.T) {
+func TestK8sObservedExpiry(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cs := client(t)
 	prefix := freshPrefix(t)
@@ -144,9 +144,9 @@ func TestObservedExpiry(t *testing.T) {
 	}
 }
 
-// TestBadToken: an apiserver that refuses the credentials gives errors
+// TestK8sBadToken: an apiserver that refuses the credentials gives errors
 // that say so, not ErrHeld or ErrNotHeld (the Client retries them).
-func TestBadToken(t *testing.T) {
+func TestK8sBadToken(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cfg := restConfig(t)
 	cfg.BearerToken, cfg.BearerTokenFile = "wrong", ""

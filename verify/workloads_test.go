@@ -28,6 +28,17 @@ func TestReadWrite(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadRe
 // with AcquireAll; the sum never changes.
 func TestTransfer(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadTransfer) }
 
+// TestTransferK8s: the transfer workload on the kube-apiserver (a test of
+// its own, named for scripts/test's -run K8s step; no read-write workload:
+// k8slease keeps no shared holds).
+func TestTransferK8s(t *testing.T) {
+	t.Parallel()
+	faults := []string{verify.FaultKill, verify.FaultStop}
+	rep := run(t, verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 0),
+		Faults: faults, Workload: verify.WorkloadTransfer})
+	checkWorkload(t, rep, faults...)
+}
+
 // workloadDuration is each workload run's: LEASE_VERIFY_DURATION, default
 // 8s (at least min).
 func workloadDuration(t *testing.T, min time.Duration) time.Duration {
@@ -44,10 +55,6 @@ type storeCase struct {
 	setup  func(t *testing.T) verify.Config
 	faults []string
 }
-
-// noShared names the stores that keep no shared holds: no read-write
-// workload for them.
-var noShared = map[string]bool{"K8s": true}
 
 var workloadStores = []storeCase{
 	{"File", func(t *testing.T) verify.Config {
@@ -83,10 +90,6 @@ var workloadStores = []storeCase{
 		return verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill}},
-	{"K8s", func(t *testing.T) verify.Config {
-		return verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 0),
-			Faults: []string{verify.FaultKill, verify.FaultStop}}
-	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"ZooKeeper", func(t *testing.T) verify.Config {
 		srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 		// A paused holder's session outlives it by 4s: a longer run, shorter
@@ -127,9 +130,6 @@ func everyStore(t *testing.T, workload string) {
 	for _, sc := range workloadStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			if noShared[sc.name] && workload == verify.WorkloadReadWrite {
-				t.Skip("lacks capability Caps.Shared")
-			}
 			cfg := sc.setup(t)
 			cfg.Workload = workload
 			rep := run(t, cfg)
