@@ -32,28 +32,32 @@
 // # Which clock decides expiry
 //
 // The apiserver does not expire Leases: renewTime is a timestamp the
-// holder writes from its own wall clock, and comparing it with another
-// host's wall clock would make safety depend on clock synchronisation.
-// The store does what client-go's leader election does instead: a hold
-// expires, for a store, once that store has seen the Lease unchanged (the
-// same resourceVersion) for the hold's TTL by its own monotonic clock
-// (renewTime is written but never read). A store counts a Lease it wrote
-// from before it sent the write, and one it read from when the answer
-// came, so:
-//   - the holder's Client, which counts its TTL from before its request,
-//     gives the lease up before any other store judges it expired, as long
-//     as the hosts' clocks run at about the same rate (no synchronisation
-//     needed: NTP slews rates by at most 0.05%);
-//   - a store that first sees a Lease late waits a whole TTL from then: a
-//     process that starts after a holder died may wait up to one TTL more
-//     than the holder's expiry. HeldError.Remaining and Info.Remaining are
-//     this store's view.
+// holder writes from its own wall clock. A store judges a hold expired by
+// whichever of two rules says so first:
+//
+//  1. client-go leader election's: the store has seen the Lease unchanged
+//     (the same resourceVersion) for the hold's TTL by its own monotonic
+//     clock, counting a Lease it wrote from before it sent the write and
+//     one it read from when the answer came. This needs no clock
+//     synchronisation, only clocks that run at about the same rate (NTP
+//     slews them by at most 0.05%); but a store that first sees a Lease
+//     late waits a whole TTL from then.
+//  2. renewTime + TTL + [WithMaxClockSkew] (default 250 ms) is past by the
+//     store's wall clock. This assumes the hosts' wall clocks agree within
+//     that skew, and lets a store that never saw an abandoned Lease take it
+//     right after its TTL. WithMaxClockSkew(-1) turns it off, leaving
+//     rule 1 alone.
+//
+// The holder's Client counts its TTL from before its request, and the
+// holder writes renewTime from before it too, so under either rule's
+// assumption the holder gives the lease up before another store may take
+// it. HeldError.Remaining and Info.Remaining are the judging store's view.
 //
 // The store keeps the resourceVersion and sighting time of each Lease it
 // has seen (up to 65,536, then it forgets them all and counts anew: later,
 // never earlier). Break's tombstone (leasekit.io/broken: token and until
-// when) is the exception that uses the wall clock: it decides only whether
-// the evicted holder's Renew says lease.ErrBroken or lease.ErrNotHeld.
+// when by the breaker's wall clock) decides only whether the evicted
+// holder's Renew says lease.ErrBroken or lease.ErrNotHeld.
 //
 // # What it lacks and costs
 //
@@ -61,7 +65,8 @@
 // waiters race, woken by announcements. [Store.Subscribe] watches the
 // store's Lease objects (label leasekit.io/store) and announces every change
 // that leaves one free. Each operation is one read and at most one write to
-// the apiserver (a Get, then an Update or Create); List is one list call
+// the apiserver (a Get, then an Update or Create; an Acquire whose write
+// lost a race reads once more, to report the winner); List is one list call
 // per page (the apiserver's continue token is the cursor), Break one read
 // and one conditional write. The minimum TTL is [MinTTL]; an apiserver
 // write costs milliseconds and each is an etcd write, so this store suits
