@@ -22,7 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
+	leasesv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasekit/lease"
@@ -252,7 +252,7 @@ func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Dur
 			return nil, nil, err
 		}
 		cfg.QPS, cfg.Burst = 1000, 2000
-		cs, err := kubernetes.NewForConfig(cfg)
+		cs, err := leasesv1.NewForConfig(cfg)
 		if err != nil {
 			return nil, nil, err
 		}

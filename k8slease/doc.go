@@ -5,7 +5,7 @@
 //
 //	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig) // or rest.InClusterConfig()
 //	cfg.QPS, cfg.Burst = 1000, 2000 // client-go's default is 5 a second
-//	cs, err := kubernetes.NewForConfig(cfg)
+//	cs, err := leasesv1.NewForConfig(cfg) // k8s.io/client-go/kubernetes/typed/coordination/v1
 //	store, err := k8slease.New(cs, "my-namespace", k8slease.WithPrefix("myapp."))
 //	client, err := lease.New(store)
 //

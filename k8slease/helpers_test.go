@@ -66,7 +66,7 @@ func client(t testing.TB) kubernetes.Interface {
 // newStore returns a store over cs with prefix.
 func newStore(t testing.TB, cs kubernetes.Interface, prefix string, opts ...k8slease.Option) *k8slease.Store {
 	t.Helper()
-	s, err := k8slease.New(cs, namespace, append([]k8slease.Option{k8slease.WithPrefix(prefix)}, opts...)...)
+	s, err := k8slease.New(cs.CoordinationV1(), namespace, append([]k8slease.Option{k8slease.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		t.Fatalf("k8slease.New: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	leasesv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/leasekit/lease"
@@ -85,9 +84,10 @@ const DefaultMaxClockSkew = 250 * time.Millisecond
 // client-go leader election's alone (see the package doc).
 func WithMaxClockSkew(d time.Duration) Option { return func(s *Store) { s.skew = d } }
 
-// New returns a store over the Lease objects of namespace, through cs. It
-// does not close cs (client-go clients need no closing).
-func New(cs kubernetes.Interface, namespace string, opts ...Option) (*Store, error) {
+// New returns a store over the Lease objects of namespace, through cs:
+// a clientset's CoordinationV1(), or leasesv1.NewForConfig's client alone
+// (a smaller binary than the whole clientset). Nothing needs closing.
+func New(cs leasesv1.LeasesGetter, namespace string, opts ...Option) (*Store, error) {
 	s := &Store{seen: make(map[string]sighting), skew: DefaultMaxClockSkew}
 	for _, o := range opts {
 		o(s)
@@ -101,7 +101,7 @@ func New(cs kubernetes.Interface, namespace string, opts ...Option) (*Store, err
 	if cs == nil || namespace == "" {
 		return nil, fmt.Errorf("k8slease: %w", lease.Invalid("namespace", "a client and a namespace are needed"))
 	}
-	s.leases, s.label = cs.CoordinationV1().Leases(namespace), digest(s.prefix)
+	s.leases, s.label = cs.Leases(namespace), digest(s.prefix)
 	return s, nil
 }
 

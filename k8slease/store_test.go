@@ -82,11 +82,11 @@ func TestK8sNames(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"UPPER", "a/b", strings.Repeat("a", 101), "-x"} {
-		if _, err := k8slease.New(cs, namespace, k8slease.WithPrefix(p)); !errors.Is(err, lease.ErrInvalid) {
+		if _, err := k8slease.New(cs.CoordinationV1(), namespace, k8slease.WithPrefix(p)); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("New with prefix %q: %v, want ErrInvalid", p, err)
 		}
 	}
-	if _, err := k8slease.New(cs, ""); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := k8slease.New(cs.CoordinationV1(), ""); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("New without a namespace: %v, want ErrInvalid", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
+	leasesv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasekit/lease"
@@ -50,7 +50,7 @@ func openK8s(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() 
 			return nil, nil, err
 		}
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := leasesv1.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
