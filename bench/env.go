@@ -17,6 +17,7 @@ type Env struct {
 	Etcd      []string // LEASE_TEST_ETCD_ENDPOINTS
 	ZK        []string // LEASE_TEST_ZK_SERVERS
 	NATS      string   // LEASE_TEST_NATS_URL
+	Kube      string   // LEASE_TEST_K8S_KUBECONFIG
 	FileDir   string   // a temporary directory for filelease
 	Run       string   // unique per run: prefixes keys and namespaces
 	// StatsRedis is the address of a private redis-server whose counters
@@ -41,6 +42,7 @@ func envFromOS(run, fileDir string) *Env {
 		Etcd:      split(os.Getenv("LEASE_TEST_ETCD_ENDPOINTS")),
 		ZK:        split(os.Getenv("LEASE_TEST_ZK_SERVERS")),
 		NATS:      os.Getenv("LEASE_TEST_NATS_URL"),
+		Kube:      os.Getenv("LEASE_TEST_K8S_KUBECONFIG"),
 		FileDir:   fileDir,
 		Run:       run,
 	}
@@ -68,6 +70,8 @@ func (e *Env) available(store string) (bool, string) {
 		return len(e.ZK) > 0, "LEASE_TEST_ZK_SERVERS"
 	case "nats":
 		return e.NATS != "", "LEASE_TEST_NATS_URL"
+	case "k8s":
+		return e.Kube != "", "LEASE_TEST_K8S_KUBECONFIG"
 	case "file", "memory":
 		return true, ""
 	}

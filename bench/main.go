@@ -279,8 +279,9 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 		var stores []string
 		for _, s := range syss {
 			// GET_LOCK mode holds a connection per lease: thousands pass
-			// the server's max_connections.
-			if s.Name == "leasekit" && s.Store != "mysql-getlock" {
+			// the server's max_connections; k8s renews each lease by an
+			// apiserver write.
+			if s.Name == "leasekit" && s.Store != "mysql-getlock" && s.Store != "k8s" {
 				stores = append(stores, s.Store)
 			}
 		}

@@ -26,11 +26,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	leasesv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/etcdlease"
 	"github.com/leasekit/lease/filelease"
+	"github.com/leasekit/lease/k8slease"
 	"github.com/leasekit/lease/memlease"
 	"github.com/leasekit/lease/mysqllease"
 	"github.com/leasekit/lease/natslease"
@@ -85,6 +88,7 @@ func allSystems() []System {
 		lk("zookeeper", "zklease.Dial, one session per worker (session timeout = TTL)", 0),
 		lk("nats", "natslease on a JetStream KV bucket, one NATS connection per worker, KV watch", 0),
 		lk("file", "filelease on a local temp directory, inotify wake-ups", 0),
+		lk("k8s", "k8slease, one clientset per worker (QPS 1000), watch wake-ups, no FIFO", time.Second),
 		{Name: "raw", Store: "redis", Wait: true, Note: "go-redis SET NX PX + Lua compare-and-delete, 10 ms polling",
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
 				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw/redis")), key: key, ttl: ttl}, nil
@@ -282,6 +286,18 @@ func newLeaseStoreWith(ctx context.Context, env *Env, store string, ttl time.Dur
 		return nil, nil, err
 	case "file":
 		st, err := filelease.New(env.FileDir)
+		return st, nop, err
+	case "k8s":
+		cfg, err := clientcmd.BuildConfigFromFlags("", env.Kube)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.QPS, cfg.Burst = 1000, 2000
+		cs, err := leasesv1.NewForConfig(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := k8slease.New(cs, "default", k8slease.WithPrefix("leasekit-bench-"+strings.ToLower(env.Run)+"."))
 		return st, nop, err
 	case "memory":
 		return sharedMem(env.Run).Handle(), nop, nil

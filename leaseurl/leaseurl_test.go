@@ -81,7 +81,7 @@ func TestOpenErrorsAreClearAndRedacted(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	got := strings.Join(leaseurl.Schemes(), " ")
-	for _, s := range []string{"etcd", "etcds", "file", "mem", "mysql", "nats", "natss", "postgres", "postgresql", "redis", "rediss", "zk",
+	for _, s := range []string{"etcd", "etcds", "file", "k8s", "mem", "mysql", "nats", "natss", "postgres", "postgresql", "redis", "rediss", "zk",
 		"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"} {
 		if !strings.Contains(" "+got+" ", " "+s+" ") {
 			t.Errorf("scheme %s not registered (have %s)", s, got)

@@ -1,6 +1,6 @@
 // Cleaning up after a run: the run's key leaves state behind in stores that
 // keep fences forever (a Redis fence counter, a PostgreSQL row, a lease
-// file) and ZooKeeper's tombstones of forced releases; etcd keeps nothing
+// file, a Lease object) and ZooKeeper's tombstones of forced releases; etcd keeps nothing
 // once the last lease is gone.
 
 package verify
@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/filelease"
+	"github.com/leasekit/lease/k8slease"
 	"github.com/leasekit/lease/leaseurl"
 	"github.com/leasekit/lease/pglease"
 	"github.com/leasekit/lease/redislease"
@@ -112,6 +113,8 @@ func cleanup(ctx context.Context, storeURL, prefix, key string) error {
 		if err := b.Conn().Delete(parent, -1); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
 			return err
 		}
+	case *k8slease.Store:
+		return b.Delete(ctx, key)
 	}
 	return nil
 }

@@ -305,6 +305,20 @@ func TestNATS(t *testing.T) {
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 }
 
+// TestK8s: the harness on the kube-apiserver of LEASE_TEST_K8S_KUBECONFIG
+// (kill and stop: the proxy cannot stand in for a kubeconfig's server).
+func TestK8s(t *testing.T) {
+	t.Parallel()
+	rep := run(t, verify.Config{Store: k8sURL(t), TTL: time.Second,
+		Faults: []string{verify.FaultKill, verify.FaultStop}})
+	check(t, rep, verify.FaultKill, verify.FaultStop)
+}
+
+// k8sURL is the k8s:// URL of the test apiserver's default namespace.
+func k8sURL(t *testing.T) string {
+	return "k8s:///default?kubeconfig=" + url.QueryEscape(leasetest.Env(t, "LEASE_TEST_K8S_KUBECONFIG"))
+}
+
 func TestZooKeeper(t *testing.T) {
 	t.Parallel()
 	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")

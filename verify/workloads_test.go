@@ -28,6 +28,17 @@ func TestReadWrite(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadRe
 // with AcquireAll; the sum never changes.
 func TestTransfer(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadTransfer) }
 
+// TestTransferK8s: the transfer workload on the kube-apiserver (a test of
+// its own, named for scripts/test's -run K8s step; no read-write workload:
+// k8slease keeps no shared holds).
+func TestTransferK8s(t *testing.T) {
+	t.Parallel()
+	faults := []string{verify.FaultKill, verify.FaultStop}
+	rep := run(t, verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 0),
+		Faults: faults, Workload: verify.WorkloadTransfer})
+	checkWorkload(t, rep, faults...)
+}
+
 // workloadDuration is each workload run's: LEASE_VERIFY_DURATION, default
 // 8s (at least min).
 func workloadDuration(t *testing.T, min time.Duration) time.Duration {

@@ -10,6 +10,7 @@
 #                                       so we install just the jars and run ZooKeeperServerMain
 #   default-jre-headless                only if `java -version` fails
 #   chromium                            always needed (leasedebug's page is tested in headless Chromium)
+#   openssl, curl                       always needed (the kube-apiserver's certificates, its /readyz)
 # apt waits up to 180s for the dpkg lock (a fresh machine may be running apt-daily).
 # Sourced by scripts/test.
 
@@ -53,6 +54,8 @@ missing_packages() {
 	if ! command -v chromium >/dev/null 2>&1; then
 		echo chromium
 	fi
+	command -v openssl >/dev/null 2>&1 || echo openssl
+	command -v curl >/dev/null 2>&1 || echo curl
 }
 
 # install_missing: apt-get install what missing_packages reports.

@@ -22,6 +22,8 @@
 #               LEASE_TEST_DURABLE=1 (the benchmark: servers as deployed). What was
 #               used is exported as LEASE_TEST_ZK_FORCESYNC and LEASE_TEST_ETCD_FSYNC
 #               (yes/no; unset for a server given by its variable).
+# The kube-apiserver (LEASE_TEST_K8S_KUBECONFIG) is scripts/lib/kube.sh's: built from source,
+# it starts after the other tests (see scripts/test).
 # Sourced by scripts/test, which sets LEASE_TMP (temp dir) and LEASE_LOG_DIR.
 
 # ---------------------------------------------------------------- Redis
