@@ -45,6 +45,16 @@ func (s *Store) find(ctx context.Context, r driver.Request) (entry, error) {
 	if e, ok := s.remembered(r); ok {
 		return e, nil
 	}
+	// Another Store's token: its node may be newer than what this session's
+	// server has applied (a follower lags); sync first, as a read after a
+	// write of our own would be.
+	_, err := s.conn.Sync(s.parent(r.Key))
+	if errors.Is(err, zk.ErrNoNode) {
+		err = nil // no node under it either: the read below says so
+	}
+	if err != nil {
+		return entry{}, fmt.Errorf("sync %s: %w", s.parent(r.Key), err)
+	}
 	nodes, i, err := s.nodes(s.parent(r.Key), r.Token)
 	if err == nil && i < 0 {
 		err = s.broken(r.Key, r.Token, fmt.Errorf("the token holds no node: %w", lease.ErrNotHeld))
