@@ -94,7 +94,17 @@ func counterFor(sysKey string) *wire {
 	return v.(*wire)
 }
 
-// hooksFor returns the hooks that count a leasekit store's requests in w.
+// hasWireCounter reports whether hooksFor counts store's round trips.
+func hasWireCounter(store string) bool {
+	switch store {
+	case "redis", "postgres-table", "postgres-advisory", "etcd", "zookeeper":
+		return true
+	}
+	return false
+}
+
+// hooksFor returns the hooks that count a leasekit store's requests in w
+// (the stores of hasWireCounter).
 func hooksFor(store string, w *wire) storeHooks {
 	switch store {
 	case "redis":

@@ -231,15 +231,39 @@ func verdicts(x index) []verdict {
 			continue
 		}
 		what := "round trip"
-		if st == "file" {
+		switch {
+		case st == "file":
 			what = "store call (no network)"
+		case !hasWireCounter(st):
+			what = "store call (≥ 1 round trip each)"
+		}
+		lost := counterFloat(lk.Counters["lost_total"])
+		got := fp(lk.RoundTripsPerInterval)
+		if lost > 0 {
+			got += fmt.Sprintf(", %.0f leases lost", lost)
 		}
 		out = append(out, verdict{fmt.Sprintf("(4) ≤ 1 %s per renew interval (%d leases)", what, lk.Leases), st,
-			fp(lk.RoundTripsPerInterval), "1", "", bptr(v(lk.RoundTripsPerInterval) <= 1.001)}) // the window spans whole intervals (heartbeat.go); 0.001 is rounding slack only
+			got, "1", "", bptr(lost == 0 && v(lk.RoundTripsPerInterval) <= 1.001)}) // the window spans whole intervals (heartbeat.go); 0.001 is rounding slack only
 		out = append(out, verdict{"(4) < 2 KiB memory (heap + stacks) per held lease", st, fp(lk.BytesPerLease) + " B", "2048 B", "",
 			bptr(v(lk.BytesPerLease) < 2048)})
 	}
 	return out
+}
+
+// counterFloat returns a counter's value, whether it is still the
+// measuring code's integer or came back from JSON as a float64.
+func counterFloat(v any) float64 {
+	switch n := v.(type) {
+	case float64:
+		return n
+	case int64:
+		return float64(n)
+	case int:
+		return float64(n)
+	case uint64:
+		return float64(n)
+	}
+	return 0
 }
 
 func writeReport(dir string, rs []Result, notes []string, m Meta) error {
@@ -448,8 +472,8 @@ func writeReport(dir string, rs []Result, notes []string, m Meta) error {
 		}
 		c := r.Counters
 		num := func(k string) string {
-			if f, ok := c[k].(float64); ok {
-				return f1(f)
+			if _, ok := c[k]; ok {
+				return f1(counterFloat(c[k]))
 			}
 			return "–"
 		}
