@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/reason"
 )
 
 var _ lease.Observer = (*Observer)(nil)
@@ -115,7 +116,7 @@ func New(opts ...Option) (*Observer, error) {
 		for _, r := range []lease.LossReason{lease.LossDeadline, lease.LossNotHeld, lease.LossSession, lease.LossMaxHold, lease.LossBroken} {
 			o.lost.Add(ctx, 0, metric.WithAttributes(attribute.String("reason", string(r))))
 		}
-		for _, r := range failReasons {
+		for _, r := range reason.Failures {
 			o.acqFailed.Add(ctx, 0, metric.WithAttributes(attribute.String("reason", r)))
 		}
 	}
@@ -164,29 +165,7 @@ func (o *Observer) Observe(e lease.Event) {
 	case lease.EventBroken:
 		o.broken.Add(ctx, 1, with())
 	case lease.EventAcquireFailed:
-		o.acqFailed.Add(ctx, 1, with(attribute.String("reason", failReason(e.Err))))
+		o.acqFailed.Add(ctx, 1, with(attribute.String("reason", reason.Failure(e.Err))))
 	}
 	o.trace(ctx, e)
-}
-
-// failReasons are the reason attributes of lease.acquire_failed, as
-// leaseprom's reason labels.
-var failReasons = []string{"held", "timeout", "canceled", "closed", "queue_full", "error"}
-
-// failReason is the reason of a failed acquisition's error. An Acquire
-// that gave up matches both ErrHeld and ctx's error: ctx's wins.
-func failReason(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, lease.ErrHeld):
-		return "held"
-	case errors.Is(err, lease.ErrClosed):
-		return "closed"
-	case errors.Is(err, lease.ErrQueueFull):
-		return "queue_full"
-	}
-	return "error"
 }

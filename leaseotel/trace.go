@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/reason"
 )
 
 // hold identifies one lease among all the Clients an Observer sees. Two
@@ -36,7 +37,7 @@ func (o *Observer) trace(ctx context.Context, e lease.Event) {
 		o.holds[h] = append(o.holds[h], s)
 		o.mu.Unlock()
 	case lease.EventAcquireFailed:
-		o.span(ctx, "lease.acquire", e, e.Time.Add(-e.Wait), e.Time, e.Err, attribute.String("lease.reason", failReason(e.Err)))
+		o.span(ctx, "lease.acquire", e, e.Time.Add(-e.Wait), e.Time, e.Err, attribute.String("lease.reason", reason.Failure(e.Err)))
 	case lease.EventReleased:
 		began := e.Time.Add(-e.Latency)
 		if s := o.openHold(e, true); s != nil {

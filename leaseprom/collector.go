@@ -3,12 +3,10 @@
 package leaseprom
 
 import (
-	"context"
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/reason"
 )
 
 var (
@@ -127,7 +125,7 @@ func New(opts ...Option) *Collector {
 		for _, r := range []lease.LossReason{lease.LossDeadline, lease.LossNotHeld, lease.LossSession, lease.LossMaxHold, lease.LossBroken} {
 			c.lost.WithLabelValues(string(r))
 		}
-		for _, r := range failReasons {
+		for _, r := range reason.Failures {
 			c.acqFailed.WithLabelValues(r)
 		}
 	}
@@ -178,27 +176,6 @@ func (c *Collector) Observe(e lease.Event) {
 	case lease.EventBroken:
 		c.broken.WithLabelValues(lv...).Inc()
 	case lease.EventAcquireFailed:
-		c.acqFailed.WithLabelValues(append(lv, failReason(e.Err))...).Inc()
+		c.acqFailed.WithLabelValues(append(lv, reason.Failure(e.Err))...).Inc()
 	}
-}
-
-// failReasons are the reason labels of lease_acquire_failed_total.
-var failReasons = []string{"held", "timeout", "canceled", "closed", "queue_full", "error"}
-
-// failReason is the reason label of a failed acquisition's error. An
-// Acquire that gave up matches both ErrHeld and ctx's error: ctx's wins.
-func failReason(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, lease.ErrHeld):
-		return "held"
-	case errors.Is(err, lease.ErrClosed):
-		return "closed"
-	case errors.Is(err, lease.ErrQueueFull):
-		return "queue_full"
-	}
-	return "error"
 }
