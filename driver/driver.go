@@ -5,7 +5,7 @@
 // written once, in package lease.
 //
 // A new store implements [Store] (and, where the backend allows, one or both
-// of [BatchRenewer] and [Notifier]), and passes the conformance suite
+// of [BatchRenewer], [BatchAcquirer], [BatchReleaser] and [Notifier]), and passes the conformance suite
 // (package leasetest). Package memlease is the short reference
 // implementation: read it first.
 //
@@ -205,6 +205,25 @@ type Store interface {
 // meaning; if the whole call failed, every element holds that error.
 type BatchRenewer interface {
 	RenewMany(ctx context.Context, rs []Request) []error
+}
+
+// BatchAcquirer is implemented by stores that take many acquisitions in one
+// round trip (a pipeline, one statement, one transaction). The Client sends
+// it the acquisitions its goroutines have waiting at the same moment.
+// AcquireMany returns one Grant and one error per request, in order, each
+// with Acquire's meaning for its request alone: one key refused or invalid
+// never fails another's. If the whole call failed, every error is that
+// error. The Client never puts two requests for the same key in one call.
+type BatchAcquirer interface {
+	AcquireMany(ctx context.Context, rs []Request) ([]Grant, []error)
+}
+
+// BatchReleaser is implemented by stores that release many leases in one
+// round trip. ReleaseMany returns one error per request, in order, with
+// Release's meaning; if the whole call failed, every element holds that
+// error. The Client never puts two requests for the same key in one call.
+type BatchReleaser interface {
+	ReleaseMany(ctx context.Context, rs []Request) []error
 }
 
 // Notifier is implemented by stores that announce releases, so that waiters
