@@ -194,7 +194,14 @@ const renewWorkers = 16
 // renewed applies the results of a renewal sent at sent.
 func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 	now := c.clock.Now()
+	// EventRenewed goes to the observers alone (the recent-events ring
+	// skips it): without observers a round builds none, and with them the
+	// slice is sized once (a round of 100,000 renewals is 100,000 events).
+	renewedEvents := len(c.obs) > 0
 	var evs []Event
+	if renewedEvents {
+		evs = make([]Event, 0, len(ls))
+	}
 	// The leases a call failed to renew retry together, at one jittered
 	// time per failure count and renew interval: one call again, not a call
 	// per lease.
@@ -211,9 +218,11 @@ func (c *Client) renewed(sent time.Time, ls []*Lease, errs []error) {
 			l.failures, l.lastRenew, l.latency = 0, sent, now.Sub(sent)
 			l.deadline, l.nextRenew = sent.Add(l.p.ttl-l.p.drift), sent.Add(l.p.renew)
 			c.kickLocked(l.nextRenew)
-			ev := l.event(EventRenewed, now)
-			ev.Latency = l.latency
-			evs = append(evs, ev)
+			if renewedEvents {
+				ev := l.event(EventRenewed, now)
+				ev.Latency = l.latency
+				evs = append(evs, ev)
+			}
 		case errors.Is(err, ErrBroken):
 			evs = append(evs, c.loseLocked(l, LossBroken, err))
 		case errors.Is(err, ErrNotHeld):
