@@ -33,10 +33,11 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	plan := Plan{
-		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "failover", "heartbeat"},
+		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "failover", "heartbeat", "many-keys", "held-100k"},
 		Systems:   []string{"leasekit/file"},
 		CycleDur:  200 * time.Millisecond, ContDur: 300 * time.Millisecond, Workers: 4, Hold: time.Millisecond,
 		Trials: 1, HBLeases: 20, HBDur: 2 * time.Second, IncludeMemory: true,
+		MKWorkers: 4, MKKeys: 40, MKDur: 300 * time.Millisecond, HKLeases: 30, HKDur: 2 * time.Second,
 	}
 	env := &Env{FileDir: t.TempDir(), Run: "smoke"}
 	rs, notes := Execute(ctx, env, plan, t.Logf)
@@ -47,6 +48,7 @@ func TestSmoke(t *testing.T) {
 		"cycle/file": false, "cycle/memory": false, "contention/file": false, "contention/memory": false,
 		"failover/file": false, "heartbeat/file": false, "heartbeat/memory": false,
 		"read-heavy/memory": false, "read-heavy/file": false, "acquire-all/memory": false, "acquire-all/file": false,
+		"many-keys/file": false, "many-keys/memory": false, "held-100k/file": false, "held-100k/memory": false,
 	}
 	for _, r := range rs {
 		k := r.Scenario + "/" + r.Store
@@ -90,6 +92,14 @@ func TestSmoke(t *testing.T) {
 			} else if c := counterF(&r, "from_lock_call_min_ms"); c < ms(failoverTTL) {
 				t.Errorf("%s: the next holder came %.2f ms after the holder's Lock call, want ≥ the TTL (%v)", k, c, failoverTTL)
 			}
+		case "many-keys":
+			if r.Samples == 0 || r.OpsPerS <= 0 || r.P99Ms == nil || r.Errors != 0 {
+				t.Errorf("%s: no operations or errors: %+v", k, r)
+			}
+		case "held-100k":
+			if r.Leases != plan.HKLeases || r.RoundTripsPerInterval == nil || r.BytesPerLease == nil || r.P99Ms == nil {
+				t.Errorf("%s: incomplete: %+v", k, r)
+			}
 		case "heartbeat":
 			if r.Leases != plan.HBLeases || r.RoundTripsPerInterval == nil || r.BytesPerLease == nil || r.CPUPercent == nil {
 				t.Errorf("%s: incomplete: %+v", k, r)
@@ -120,7 +130,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"## Targets", "## 1. Uncontended", "## 3. Crash fail-over", "| file |", "## 6. Read-heavy", "| leasekit | memory |", "## 7. All or nothing", "0 timeouts"} {
+	for _, s := range []string{"## Targets", "## 1. Uncontended", "## 3. Crash fail-over", "| file |", "## 6. Read-heavy", "| leasekit | memory |", "## 7. All or nothing", "0 timeouts", "## 8. Many keys", "## 9. 100,000 held leases"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("BENCHMARKS.md lacks %q", s)
 		}

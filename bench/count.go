@@ -6,7 +6,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,24 @@ type countingStore struct {
 	renews    atomic.Int64 // Renew calls
 	batches   atomic.Int64 // RenewMany calls
 	batchSize atomic.Int64 // leases renewed through RenewMany
+
+	mu     sync.Mutex
+	rounds []time.Duration // each RenewMany call's duration, in call order
+}
+
+// roundCount returns how many RenewMany calls have ended.
+func (c *countingStore) roundCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.rounds)
+}
+
+// roundsSince returns the durations of the RenewMany calls that ended after
+// the first n.
+func (c *countingStore) roundsSince(n int) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rounds[min(n, len(c.rounds)):])
 }
 
 func (c *countingStore) Renew(ctx context.Context, r driver.Request) error {
@@ -40,7 +60,13 @@ type countingBatch struct{ *countingStore }
 func (c countingBatch) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	c.batches.Add(1)
 	c.batchSize.Add(int64(len(rs)))
-	return c.Store.(driver.BatchRenewer).RenewMany(ctx, rs)
+	t0 := time.Now()
+	errs := c.Store.(driver.BatchRenewer).RenewMany(ctx, rs)
+	d := time.Since(t0)
+	c.mu.Lock()
+	c.rounds = append(c.rounds, d)
+	c.mu.Unlock()
+	return errs
 }
 
 // countStore wraps st; the returned driver.Store is a BatchRenewer iff st is.
@@ -63,6 +89,8 @@ func countStore(st driver.Store) (driver.Store, *countingStore) {
 type wire struct {
 	n     atomic.Int64 // round trips
 	msgs  atomic.Int64 // requests, each message of a pipeline
+	pings atomic.Int64 // ZooKeeper: the writes that are the library's pings
+	bytes atomic.Int64 // ZooKeeper: bytes written
 	names sync.Map     // lower-case Redis command name -> struct{}
 }
 
@@ -215,5 +243,10 @@ type countingConn struct {
 
 func (c countingConn) Write(b []byte) (int, error) {
 	c.w.add(1)
+	// A request is length 4, xid 4, opcode 4; a ping has xid −2, opcode 11.
+	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[4:8])) == -2 && binary.BigEndian.Uint32(b[8:12]) == 11 {
+		c.w.pings.Add(1)
+	}
+	c.w.bytes.Add(int64(len(b)))
 	return c.Conn.Write(b)
 }

@@ -9,7 +9,7 @@
 // LEASE_TEST_ETCD_ENDPOINTS and LEASE_TEST_ZK_SERVERS; a store whose
 // variable is unset is skipped with a note, so `cd bench && go run . -out
 // ../docs` works too with whatever servers are configured. -quick runs
-// every scenario briefly (under 2 minutes).
+// every scenario briefly (a few minutes).
 package main
 
 import (
@@ -33,7 +33,7 @@ import (
 
 // Plan says what to run and for how long.
 type Plan struct {
-	Scenarios     []string // cycle, contention, read-heavy, acquire-all, failover, heartbeat, pg-contention
+	Scenarios     []string // cycle, contention, read-heavy, acquire-all, failover, heartbeat, pg-contention, many-keys, held-100k
 	Systems       []string // system/store keys; empty: all
 	CycleDur      time.Duration
 	ContDur       time.Duration
@@ -44,23 +44,30 @@ type Plan struct {
 	HBDur         time.Duration
 	PGClients     []int
 	PGDur         time.Duration
-	IncludeMemory bool // smoke tests: the in-memory store
-	SleepHold     bool // contention workers hold with time.Sleep (see holdFor)
+	MKWorkers     int           // many-keys: goroutines of the one process
+	MKKeys        int           // many-keys: the key set
+	MKDur         time.Duration // many-keys: measured time per system
+	HKLeases      int           // held-100k: leases held by the one Client
+	HKDur         time.Duration // held-100k: measuring window
+	IncludeMemory bool          // smoke tests: the in-memory store
+	SleepHold     bool          // contention workers hold with time.Sleep (see holdFor)
 }
 
 func fullPlan() Plan {
 	return Plan{
-		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat"},
+		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat", "many-keys", "held-100k"},
 		CycleDur:  6 * time.Second, ContDur: 12 * time.Second, Workers: 16, Hold: time.Millisecond,
 		Trials: 10, HBLeases: 10000, HBDur: 60 * time.Second, PGClients: []int{1, 8}, PGDur: 5 * time.Second,
+		MKWorkers: 64, MKKeys: 10000, MKDur: 8 * time.Second, HKLeases: 100000, HKDur: 30 * time.Second,
 	}
 }
 
 func quickPlan() Plan {
 	return Plan{
-		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat"},
+		Scenarios: []string{"cycle", "contention", "read-heavy", "acquire-all", "pg-contention", "failover", "heartbeat", "many-keys", "held-100k"},
 		CycleDur:  1 * time.Second, ContDur: 3 * time.Second, Workers: 16, Hold: time.Millisecond,
 		Trials: 3, HBLeases: 1000, HBDur: 10 * time.Second, PGClients: []int{1, 8}, PGDur: 2 * time.Second,
+		MKWorkers: 64, MKKeys: 10000, MKDur: 2 * time.Second, HKLeases: 5000, HKDur: 10 * time.Second,
 	}
 }
 
@@ -68,16 +75,26 @@ func quickPlan() Plan {
 // they renew each lease by a request of its own (see its plan below).
 var noBatchRenew = map[string]bool{"mysql-table": true, "mysql-getlock": true, "nats": true, "k8s": true}
 
+// heldStores are the stores of the held-100k scenario (issue #26's targets;
+// the smoke test adds file and memory).
+var heldStores = []string{"redis", "postgres-table", "etcd"}
+
 func main() {
 	var (
 		out       = flag.String("out", "../docs", "directory for BENCHMARKS.md and bench/*.png")
 		jsonOut   = flag.String("json", "results.json", "machine-readable results")
-		quick     = flag.Bool("quick", false, "short run (about 2 minutes) for development")
+		quick     = flag.Bool("quick", false, "short run (a few minutes) for development")
 		only      = flag.String("scenarios", "", "comma-separated scenarios to run (default all)")
 		systems   = flag.String("systems", "", "comma-separated system/store keys to run (default all)")
 		trials    = flag.Int("trials", 0, "fail-over trials per system (default 10, quick 3)")
 		hbLeases  = flag.Int("hb-leases", 0, "leases held in the heartbeat scenario (default 10000, quick 1000)")
 		hbWindow  = flag.Duration("hb-window", 0, "heartbeat measuring window (default 1m, quick 10s)")
+		mkKeys    = flag.Int("mk-keys", 0, "many-keys: size of the key set (default 10000)")
+		mkWorkers = flag.Int("mk-workers", 0, "many-keys: goroutines (default 64)")
+		mkDur     = flag.Duration("mk-dur", 0, "many-keys: measured time per system (default 8s, quick 2s)")
+		hkLeases  = flag.Int("hk-leases", 0, "held-100k: leases held (default 100000, quick 5000)")
+		hkWindow  = flag.Duration("hk-window", 0, "held-100k: measuring window (default 30s, quick 10s)")
+		hbScn     = flag.String("hb-scenario", "heartbeat", "internal")
 		run       = flag.String("run", "", "run id (internal)")
 		envFile   = flag.String("env-file", "", "filelease directory (internal)")
 		foChild   = flag.Bool("failover-child", false, "internal: be a fail-over holder")
@@ -98,7 +115,7 @@ func main() {
 		os.Exit(failoverChild(envFromOS(*run, *envFile), *sysKey, *key, *ttl))
 	}
 	if *hbChild {
-		os.Exit(heartbeatChild(envFromOS(*run, *envFile), *store, *hbN, *hbDur, *hbRedis))
+		os.Exit(heartbeatChild(envFromOS(*run, *envFile), *hbScn, *store, *hbN, *hbDur, *hbRedis))
 	}
 
 	plan := fullPlan()
@@ -121,6 +138,20 @@ func main() {
 	}
 	if *hbWindow > 0 {
 		plan.HBDur = *hbWindow
+	}
+	for _, o := range []struct {
+		dst *int
+		v   int
+	}{{&plan.MKKeys, *mkKeys}, {&plan.MKWorkers, *mkWorkers}, {&plan.HKLeases, *hkLeases}} {
+		if o.v > 0 {
+			*o.dst = o.v
+		}
+	}
+	if *mkDur > 0 {
+		plan.MKDur = *mkDur
+	}
+	if *hkWindow > 0 {
+		plan.HKDur = *hkWindow
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -294,7 +325,49 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 			}
 		}
 		logf("heartbeat: %d stores in parallel, %d leases, %v each", len(stores), plan.HBLeases, plan.HBDur)
-		for _, r := range runHeartbeats(ctx, env, stores, plan.HBLeases, plan.HBDur, logf) {
+		for _, r := range runHeartbeats(ctx, env, "heartbeat", stores, plan.HBLeases, plan.HBDur, logf) {
+			add(r)
+		}
+	}
+	if has("many-keys") {
+		var mk []mkSystem
+		for _, s := range manyKeySystems() {
+			if ok, _ := env.available(s.Store); ok && (len(plan.Systems) == 0 || slices.Contains(plan.Systems, s.Key())) {
+				mk = append(mk, s)
+			}
+		}
+		if plan.IncludeMemory {
+			mk = append(mk, mkSystem{Name: "leasekit", Store: "memory", Note: "memlease (smoke tests only)",
+				New: func(ctx context.Context, env *Env, w *wire, srv *mkServer) (mkLocker, error) {
+					return newMKLeasekit(ctx, env, "memory", w, srv)
+				}})
+		}
+		// The Redis systems run on a redis-server whose CPU is theirs alone:
+		// -private-redis's, else one started for the scenario.
+		redisAddr, private := env.StatsRedis, env.StatsRedis != ""
+		if !private && slices.ContainsFunc(mk, func(s mkSystem) bool { return s.Store == "redis" }) {
+			if addr, stop, err := startPrivateRedis(ctx); err == nil {
+				defer stop()
+				redisAddr, private = addr, true
+			} else {
+				logf("many-keys: private redis-server: %v; using LEASE_TEST_REDIS_ADDR without server CPU", err)
+				redisAddr = env.RedisAddr
+			}
+		}
+		logf("many-keys: %d systems one after the other, %d goroutines, %d keys, %v each", len(mk), plan.MKWorkers, plan.MKKeys, plan.MKDur)
+		for _, r := range runManyKeys(ctx, env, mk, plan.MKWorkers, plan.MKKeys, plan.MKDur, redisAddr, private, logf) {
+			results = append(results, r)
+		}
+	}
+	if has("held-100k") {
+		var stores []string
+		for _, s := range syss {
+			if s.Name == "leasekit" && (slices.Contains(heldStores, s.Store) || plan.IncludeMemory && (s.Store == "file" || s.Store == "memory")) {
+				stores = append(stores, s.Store)
+			}
+		}
+		logf("held-100k: %d stores one after the other, %d leases, %v each", len(stores), plan.HKLeases, plan.HKDur)
+		for _, r := range runHeartbeats(ctx, env, "held-100k", stores, plan.HKLeases, plan.HKDur, logf) {
 			add(r)
 		}
 	}
@@ -379,6 +452,12 @@ func brief(r Result) string {
 	}
 	if r.PerWorkerMin != nil {
 		fmt.Fprintf(&b, "per-worker %d..%d ", *r.PerWorkerMin, *r.PerWorkerMax)
+	}
+	if r.RequestsPerOp != nil {
+		fmt.Fprintf(&b, "req/op %.2f ", *r.RequestsPerOp)
+	}
+	if r.ServerCPUUsPerOp != nil {
+		fmt.Fprintf(&b, "server %.1f µs/op ", *r.ServerCPUUsPerOp)
 	}
 	if r.RoundTripsPerInterval != nil {
 		fmt.Fprintf(&b, "rt/interval %.2f ", *r.RoundTripsPerInterval)

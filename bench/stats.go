@@ -39,6 +39,12 @@ type Result struct {
 	BytesPerLease         *float64 `json:"bytes_per_lease,omitempty"`
 	CPUPercent            *float64 `json:"cpu_percent,omitempty"`
 
+	// RequestsPerOp is the client's requests on the wire (a pipeline once)
+	// per operation, ServerCPUUsPerOp the server's CPU time per operation
+	// in µs (many-keys: where the server's process can be read).
+	RequestsPerOp    *float64 `json:"requests_per_op,omitempty"`
+	ServerCPUUsPerOp *float64 `json:"server_cpu_us_per_op,omitempty"`
+
 	// Extra detail (not in the issue's schema; scripts may ignore it).
 	Samples    int            `json:"samples,omitempty"`
 	Errors     int            `json:"errors,omitempty"`
