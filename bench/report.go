@@ -780,6 +780,14 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 				}
 				why += "."
 			}
+		case strings.HasPrefix(vd.target, "(9)"):
+			key = "held-" + vd.store
+			if r := x.get("held-100k", "leasekit", vd.store); r != nil {
+				why = fmt.Sprintf("**(9) held leases on %s**: %s store calls per interval (RenewMany %s, Renew %s) for %s leases renewed per interval, %s round trips on the wire, %s leases lost (%s renewal failures); memory %s B per lease (HeapAlloc + StackInuse), %s B counting the heap's partly used spans (HeapInuse + StackInuse), %d goroutines after acquiring.",
+					vd.store, f1(counterF(r, "store_calls_per_interval")), f1(counterF(r, "renewmany_per_interval")), f1(counterF(r, "renew_calls_per_interval")),
+					f1(counterF(r, "leases_renewed_per_interval")), fp(r.RoundTripsPerInterval), f1(counterF(r, "lost_total")), f1(counterF(r, "renew_failures_total")),
+					fp(r.BytesPerLease), f1(counterF(r, "heap_inuse_bytes_per_lease")), int(counterF(r, "goroutines_after")))
+			}
 		case vd.store == "file" && strings.HasPrefix(vd.target, "(4)"):
 			key, why = "file-hb", "**(4) file store**: no network; each renewal is local syscalls on the lease's own file (an flock and a pwrite)."
 		default:

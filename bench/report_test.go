@@ -118,3 +118,50 @@ func TestReadHeavySectionComparesWithBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestManyKeysVerdicts checks issue #26's target rows against made-up
+// results: each ratio on the right side of its bound.
+func TestManyKeysVerdicts(t *testing.T) {
+	mk := func(sys, store string, ops, p99, cpu float64) Result {
+		return Result{Scenario: "many-keys", System: sys, Store: store, OpsPerS: ops, P99Ms: f64(p99), ServerCPUUsPerOp: f64(cpu), RequestsPerOp: f64(1)}
+	}
+	held := func(store string, rt, bytes float64, lost int) Result {
+		return Result{Scenario: "held-100k", System: "leasekit", Store: store, Leases: 100000, RoundTripsPerInterval: f64(rt), BytesPerLease: f64(bytes),
+			Counters: map[string]any{"lost_total": float64(lost)}}
+	}
+	x := index{
+		mk("leasekit", "redis", 3000, 10, 20), mk("redislock", "redis", 1000, 10, 40.1), // 3×, 0.499×, p99 equal: met
+		mk("leasekit", "etcd", 2999, 5, 0), mk("etcd-mutex", "etcd", 1000, 5, 0), // just under 3×: missed
+		mk("leasekit", "zookeeper", 900, 5, 0), mk("zk-lock", "zookeeper", 300, 5, 0), // 3×: met
+		held("redis", 1.0, 1023, 0), held("postgres-table", 1.0, 1024, 0), held("etcd", 1.0, 600, 3),
+	}
+	got := map[string]bool{}
+	for _, vd := range manyKeysVerdicts(x) {
+		if vd.met == nil {
+			t.Errorf("%s %s: not measured", vd.target, vd.store)
+			continue
+		}
+		got[vd.target+"/"+vd.store] = *vd.met
+	}
+	want := map[string]bool{
+		"(8) many keys: ops/s ≥ 3× redislock/redis":                                         true,
+		"(8) many keys: server CPU per op ≤ 0.5× redislock/redis":                           true,
+		"(8) many keys: p99 ≤ redislock/redis":                                              true,
+		"(8) many keys: ops/s ≥ 3× etcd-mutex/etcd":                                         false,
+		"(8) many keys: ops/s ≥ 3× zk-lock/zookeeper":                                       true,
+		"(9) held: 1.00 round trip per renew interval (100000 leases)/redis":                true,
+		"(9) held: < 1 KiB memory (heap + stacks) per lease (100000 leases)/redis":          true,
+		"(9) held: 1.00 round trip per renew interval (100000 leases)/postgres-table":       true,
+		"(9) held: < 1 KiB memory (heap + stacks) per lease (100000 leases)/postgres-table": false,
+		"(9) held: 1.00 round trip per renew interval (100000 leases)/etcd":                 false, // leases lost
+		"(9) held: < 1 KiB memory (heap + stacks) per lease (100000 leases)/etcd":           true,
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s: met %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d verdicts, want %d: %v", len(got), len(want), got)
+	}
+}
