@@ -4,6 +4,7 @@ package redislease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,49 @@ func TestRoundTrips(t *testing.T) {
 		if round == 1 && (hook.singles.Load() != 7 || hook.pipelines.Load() != 1) {
 			t.Errorf("7 operations and RenewMany sent %d commands and %d pipelines, want 7 and 1",
 				hook.singles.Load(), hook.pipelines.Load())
+		}
+	}
+}
+
+// TestBatchRoundTrips: AcquireMany and ReleaseMany are one pipeline each, and
+// after Redis lost its scripts a batch is sent again only where Redis refused
+// it: a release is not repeated (it would then report ErrNotHeld).
+func TestBatchRoundTrips(t *testing.T) {
+	c := newClient(t, startRedis(t).Addr()) // private: SCRIPT FLUSH below
+	s := newStore(t, c)
+	ctx := testCtx(t, 30*time.Second)
+	batch := make([]driver.Request, 20)
+	for i := range batch {
+		batch[i] = req(fmt.Sprintf("m%d", i), token(t), "h", time.Minute)
+	}
+	for round := range 2 { // the first round loads the scripts
+		hook := &countHook{}
+		c.AddHook(hook)
+		gs, errs := s.AcquireMany(ctx, batch)
+		for i, err := range errs {
+			if err != nil || gs[i].Fence == 0 {
+				t.Fatalf("round %d: AcquireMany[%d] = %+v, %v", round, i, gs[i], err)
+			}
+		}
+		for i, err := range s.ReleaseMany(ctx, batch) {
+			if err != nil {
+				t.Fatalf("round %d: ReleaseMany[%d] = %v", round, i, err)
+			}
+		}
+		if round == 1 && (hook.singles.Load() != 0 || hook.pipelines.Load() != 2) {
+			t.Errorf("AcquireMany and ReleaseMany sent %d commands and %d pipelines, want 0 and 2",
+				hook.singles.Load(), hook.pipelines.Load())
+		}
+	}
+	if _, errs := s.AcquireMany(ctx, batch); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range s.ReleaseMany(ctx, batch) {
+		if err != nil {
+			t.Errorf("ReleaseMany[%d] after SCRIPT FLUSH = %v, want nil", i, err)
 		}
 	}
 }
