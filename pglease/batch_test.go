@@ -58,8 +58,9 @@ func TestBatchTable(t *testing.T) {
 	rs := []driver.Request{req("c", "me", 10*time.Second), held, req("b", "me", 10*time.Second),
 		{Key: "e", Holder: "me", TTL: 10 * time.Second}, req("a", "me", 10*time.Second)}
 	rs[1].Token = held.Token // a retry of the holder: same fence
-	rs[2].Key = "d"
-	if _, err := s.Acquire(ctx, req("d", "other", 10*time.Second)); err != nil {
+	rs[2].Key, rs[2].Queue = "d", true
+	holder := req("d", "other", 10*time.Second)
+	if _, err := s.Acquire(ctx, holder); err != nil {
 		t.Fatal(err)
 	}
 	trips.n.Store(0)
@@ -81,14 +82,28 @@ func TestBatchTable(t *testing.T) {
 	if info, _ := s.Inspect(ctx, "b"); info.Fence != gs[1].Fence {
 		t.Errorf("holder's retry: fence %d, key has %d", gs[1].Fence, info.Fence)
 	}
+	// FIFO: rs[2] was queued by the batch, so once d's holder leaves, a
+	// newcomer is refused and rs[2] gets d.
+	if err := s.Release(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, req("d", "newcomer", 10*time.Second)); !errors.As(err, &he) || he.Queued != 1 {
+		t.Errorf("newcomer behind a waiter the batch queued: %v, want a HeldError with 1 queued", err)
+	}
+	if gs, errs := b.AcquireMany(ctx, rs[2:3]); errs[0] != nil || gs[0].Fence == 0 {
+		t.Errorf("the waiter's turn: %+v, %v", gs, errs)
+	}
 	// Release: two held, one not held; then the fence grows on a new grant.
 	trips.n.Store(0)
 	rel := b.ReleaseMany(ctx, []driver.Request{rs[0], rs[2], rs[4]})
 	if n := trips.n.Load(); n != 1 {
 		t.Errorf("ReleaseMany of 3: %d round trips, want 1", n)
 	}
-	if rel[0] != nil || rel[2] != nil || !errors.Is(rel[1], lease.ErrNotHeld) {
-		t.Errorf("ReleaseMany: %v, want nil, ErrNotHeld, nil", rel)
+	if rel[0] != nil || rel[1] != nil || rel[2] != nil {
+		t.Errorf("ReleaseMany: %v", rel)
+	}
+	if rel := b.ReleaseMany(ctx, []driver.Request{rs[0], held}); !errors.Is(rel[0], lease.ErrNotHeld) || rel[1] != nil {
+		t.Errorf("ReleaseMany of a released lease and a held one: %v, want ErrNotHeld, nil", rel)
 	}
 	again := []driver.Request{req("a", "me", 10*time.Second), req("c", "me", 10*time.Second)}
 	gs2, errs := b.AcquireMany(ctx, again)
