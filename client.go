@@ -34,6 +34,11 @@ type Client struct {
 	hub   *hub
 	ids   atomic.Uint64 // the last Lease.id
 
+	// The coalesced acquisitions and releases (coalesce.go); nil when the
+	// store cannot batch them.
+	acquirer *batcher[driver.Grant]
+	releaser *batcher[struct{}]
+
 	mu       sync.Mutex
 	leases   map[*Lease]struct{}
 	byKey    map[string]*Lease              // a Client holds a key once
@@ -79,6 +84,7 @@ func New(store driver.Store, opts ...Option) (*Client, error) {
 		c.def.ttl = c.caps.MaxTTL // a TTL nobody chose fits the store
 	}
 	c.batch, _ = store.(driver.BatchRenewer)
+	c.newBatchers()
 	c.fifo = c.caps.FIFO && cfg.fifo
 	rp, err := c.def.resolve(c.caps)
 	if err != nil {
@@ -304,9 +310,7 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, p params, star
 	sent := c.clock.Now()
 	// The call outlives ctx by a grace, so that its write lands before the
 	// caller undoes it.
-	sctx, stop := graceCtx(ctx, min(p.renew, callGrace))
-	g, err := c.store.Acquire(sctx, req)
-	stop()
+	g, err := c.storeAcquire(ctx, req, min(p.renew, callGrace))
 	switch {
 	case errors.Is(err, ErrHeld):
 		if l, own := c.own(req.Key, p); l != nil || own != nil {
@@ -389,7 +393,7 @@ func (c *Client) forgetLocked(l *Lease) {
 func (c *Client) drop(req driver.Request, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := c.store.Release(ctx, req); err != nil && !errors.Is(err, ErrNotHeld) {
+	if err := c.storeRelease(ctx, req); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.log.Warn("lease: releasing an unused token failed; the store frees it after the TTL", "key", req.Key, "token", short(req.Token), "err", err)
 	}
 }

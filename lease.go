@@ -146,7 +146,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // until ctx ends or the lease's deadline passes (the store then frees it).
 func (c *Client) releaseStore(ctx context.Context, req driver.Request, deadline time.Time) error {
 	for attempt := 1; ; attempt++ {
-		err := c.store.Release(ctx, req)
+		err := c.storeRelease(ctx, req)
 		switch {
 		case err == nil:
 			return nil

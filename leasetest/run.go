@@ -53,7 +53,7 @@ func Run(t *testing.T, h Harness) {
 	if h.TTL < 4*lease.MinTTL {
 		t.Fatalf("leasetest.Run: Harness.TTL %v is too short; use at least %v", h.TTL, 4*lease.MinTTL)
 	}
-	for _, tc := range slices.Concat(cases, fifoCases, sharedCases, listCases) {
+	for _, tc := range slices.Concat(cases, fifoCases, sharedCases, listCases, batchCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(newEnv(t, h))
 		})

@@ -17,8 +17,9 @@ import (
 var ErrClosed = errors.New("memlease: closed")
 
 // Store is one handle over an in-memory set of keys. It implements
-// [driver.Store], [driver.BatchRenewer] and [driver.Notifier], is safe for
-// concurrent use and runs no goroutines.
+// [driver.Store], [driver.BatchRenewer], [driver.BatchAcquirer],
+// [driver.BatchReleaser] and [driver.Notifier], is safe for concurrent use
+// and runs no goroutines.
 type Store struct {
 	st     *state
 	closed bool // guarded by st.mu
@@ -26,6 +27,8 @@ type Store struct {
 
 var _ driver.BatchRenewer = (*Store)(nil) // and a driver.Store: see Plain
 var _ driver.Notifier = (*Store)(nil)
+var _ driver.BatchAcquirer = (*Store)(nil)
+var _ driver.BatchReleaser = (*Store)(nil)
 
 // state is what the handles of one Store share.
 type state struct {
@@ -154,6 +157,15 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	return driver.Grant{}, held
 }
 
+// AcquireMany acquires every request as Acquire would, in order.
+func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
+	gs, errs := make([]driver.Grant, len(rs)), make([]error, len(rs))
+	for i, r := range rs {
+		gs[i], errs[i] = s.Acquire(ctx, r)
+	}
+	return gs, errs
+}
+
 // Renew extends the lease to r.TTL from now if r.Token still holds r.Key;
 // a token whose hold was broken gets an error matching lease.ErrBroken.
 func (s *Store) Renew(ctx context.Context, r driver.Request) error {
@@ -214,6 +226,15 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 		}
 	}
 	return fmt.Errorf("memlease: release %q: %w", r.Key, lease.ErrNotHeld)
+}
+
+// ReleaseMany releases every request as Release would, in order.
+func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		errs[i] = s.Release(ctx, r)
+	}
+	return errs
 }
 
 // Inspect reports who holds key.

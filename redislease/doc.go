@@ -12,8 +12,10 @@
 // passwords are configured on the go-redis client; the store never formats
 // the client's options into errors.
 //
-// Each operation is one Lua script, one EVALSHA round trip; [Store.RenewMany]
-// pipelines its renewals. For prefix P and key K (esc percent-escapes '%',
+// Each operation is one Lua script, one EVALSHA round trip; [Store.RenewMany],
+// [Store.AcquireMany] and [Store.ReleaseMany] pipeline theirs, one round trip
+// for a batch (on a Cluster, one per node the batch's keys live on), so a
+// Client's goroutines acquiring and releasing at once share round trips. For prefix P and key K (esc percent-escapes '%',
 // '{' and '}', so the Cluster hash tag is exactly the escaped key and all keys
 // of K share one slot):
 //

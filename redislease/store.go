@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,9 +38,11 @@ var (
 )
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.BatchRenewer = (*Store)(nil)
-	_ driver.Notifier     = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.BatchRenewer  = (*Store)(nil)
+	_ driver.BatchAcquirer = (*Store)(nil)
+	_ driver.BatchReleaser = (*Store)(nil)
+	_ driver.Notifier      = (*Store)(nil)
 )
 
 // Store keeps leases in Redis. It is safe for concurrent use, runs no
@@ -137,14 +138,60 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // Acquire runs acquire.lua: see [driver.Store].
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if strings.IndexByte(r.Key, 0) >= 0 {
-		return driver.Grant{}, fmt.Errorf("redislease: acquire: %w", lease.Invalid("key", "contains a NUL byte"))
+	if err := checkKey(r.Key); err != nil {
+		return driver.Grant{}, err
 	}
+	v, err := s.run(ctx, acquireScript, s.keys(r.Key), s.acquireArgs(r)...)
+	return s.granted(r, v, err)
+}
+
+// AcquireMany sends one EVALSHA of acquire.lua per request in one pipeline:
+// one round trip on a single node (a Cluster client splits it by node).
+// With WithReplicaAck it acquires one request at a time.
+func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
+	gs, errs := make([]driver.Grant, len(rs)), make([]error, len(rs))
+	if s.ack.n > 0 {
+		for i, r := range rs {
+			gs[i], errs[i] = s.Acquire(ctx, r)
+		}
+		return gs, errs
+	}
+	send := make([]int, 0, len(rs)) // the requests with a valid key
+	for i, r := range rs {
+		if errs[i] = checkKey(r.Key); errs[i] == nil {
+			send = append(send, i)
+		}
+	}
+	cmds := s.pipelined(ctx, acquireScript, len(send), func(pipe redis.Pipeliner, j int) *redis.Cmd {
+		r := rs[send[j]]
+		return acquireScript.EvalSha(ctx, pipe, s.keys(r.Key), s.acquireArgs(r)...)
+	})
+	for j, c := range cmds {
+		i := send[j]
+		gs[i], errs[i] = s.granted(rs[i], c.Val(), c.Err())
+	}
+	return gs, errs
+}
+
+// checkKey refuses a key Redis cannot take.
+func checkKey(key string) error {
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("redislease: acquire: %w", lease.Invalid("key", "contains a NUL byte"))
+	}
+	return nil
+}
+
+// acquireArgs returns acquire.lua's arguments for r.
+func (s *Store) acquireArgs(r driver.Request) []any {
 	var id string // a release wakes a waiter on its store's own channel if it listens
 	if s.listening.Load() > 0 {
 		id = s.id
 	}
-	v, err := s.run(ctx, acquireScript, s.keys(r.Key), r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id, r.Shared)
+	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id, r.Shared}
+}
+
+// granted reads acquire.lua's reply v (or err) for r.
+func (s *Store) granted(r driver.Request, v any, err error) (driver.Grant, error) {
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
@@ -191,10 +238,13 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 }
 
 // pipelined sends send(pipe, i) for each i < n in one pipeline. If Redis
-// lost script (an empty script cache), it loads it and sends all again: the
-// script must be idempotent.
+// lost script (an empty script cache), it loads it and sends again the
+// commands Redis refused (NOSCRIPT), which did not run.
 func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send func(redis.Pipeliner, int) *redis.Cmd) []*redis.Cmd {
-	run := func() []*redis.Cmd {
+	if n == 0 {
+		return nil
+	}
+	run := func(n int, send func(redis.Pipeliner, int) *redis.Cmd) []*redis.Cmd {
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.Cmd, n)
 		for i := range cmds {
@@ -203,9 +253,18 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
 		return cmds
 	}
-	cmds := run()
-	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) && script.Load(ctx, s.client).Err() == nil {
-		cmds = run()
+	cmds := run(n, func(pipe redis.Pipeliner, i int) *redis.Cmd { return send(pipe, i) })
+	var lost []int // the commands Redis did not run
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 && script.Load(ctx, s.client).Err() == nil {
+		again := run(len(lost), func(pipe redis.Pipeliner, j int) *redis.Cmd { return send(pipe, lost[j]) })
+		for j, i := range lost {
+			cmds[i] = again[j]
+		}
 	}
 	return cmds
 }
@@ -214,6 +273,25 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key, r.Shared)
 	return result("release", r.Key, v, err)
+}
+
+// ReleaseMany sends one EVALSHA of release.lua per request in one pipeline,
+// as AcquireMany does.
+func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
+	errs := make([]error, len(rs))
+	if s.ack.n > 0 {
+		for i, r := range rs {
+			errs[i] = s.Release(ctx, r)
+		}
+		return errs
+	}
+	cmds := s.pipelined(ctx, releaseScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
+		return releaseScript.EvalSha(ctx, pipe, s.keys(rs[i].Key), rs[i].Token, s.channel(), rs[i].Key, rs[i].Shared)
+	})
+	for i, c := range cmds {
+		errs[i] = result("release", rs[i].Key, c.Val(), c.Err())
+	}
+	return errs
 }
 
 // Inspect runs inspect.lua. A free key's Fence is the last one granted.
