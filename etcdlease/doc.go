@@ -27,11 +27,7 @@
 // keep-alives of many leases on one stream: one round trip per renewal
 // round. So a key deleted behind the store's back is still renewed until its
 // holder stops: to take a lease away by hand, break it (Client.ForceRelease,
-// below) or revoke its etcd lease (etcdctl lease revoke).
-// [Store.AcquireMany] reads up to 100 keys in one transaction (a read-only
-// sub-transaction each) and [Store.ReleaseMany] sends up to 100 keys'
-// release transactions as the sub-transactions of one, so each key's
-// compares decide for that key alone. The fence is the revision that last put
+// below) or revoke its etcd lease (etcdctl lease revoke). The fence is the revision that last put
 // the key (its creation, or a hand-off): etcd's revision is cluster-wide,
 // strictly increasing and durable, so fences hold across leader changes and
 // restarts.

@@ -28,8 +28,8 @@ const MinTTL = 2 * time.Second
 const MaxTTL = 9_000_000_000 * time.Second
 
 // Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer], a
-// [driver.BatchAcquirer], a [driver.BatchReleaser], a [driver.Notifier], a
-// [driver.Lister] and a [driver.Breaker]. It is safe for concurrent use.
+// [driver.Notifier], a [driver.Lister] and a [driver.Breaker]. It is safe
+// for concurrent use.
 type Store struct {
 	cli        *clientv3.Client
 	prefix     string
@@ -45,13 +45,11 @@ type Store struct {
 type hold struct{ key, token string }
 
 var (
-	_ driver.Store         = (*Store)(nil)
-	_ driver.BatchRenewer  = (*Store)(nil)
-	_ driver.BatchAcquirer = (*Store)(nil)
-	_ driver.BatchReleaser = (*Store)(nil)
-	_ driver.Notifier      = (*Store)(nil)
-	_ driver.Lister        = (*Store)(nil)
-	_ driver.Breaker       = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.BatchRenewer = (*Store)(nil)
+	_ driver.Notifier     = (*Store)(nil)
+	_ driver.Lister       = (*Store)(nil)
+	_ driver.Breaker      = (*Store)(nil)
 )
 
 // New returns a Store over cli. The store does not close cli.
@@ -195,72 +193,28 @@ func (s *Store) timeLeft(ctx context.Context, id int64) time.Duration {
 // one), or refuses, keeping r.Token's entry alive or queuing it on a new
 // etcd lease.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	gs, errs := s.AcquireMany(ctx, []driver.Request{r})
-	return gs[0], errs[0]
+	g, id, err := s.acquire(ctx, r)
+	if err == nil {
+		s.mu.Lock()
+		s.leases[hold{r.Key, r.Token}] = id
+		s.mu.Unlock()
+	} else if !errors.Is(err, lease.ErrHeld) && !errors.Is(err, lease.ErrQueueFull) {
+		err = fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
+	}
+	return g, err
 }
 
-// maxBatch is the most sub-transactions of one transaction. etcd's
-// --max-txn-ops (128 by default) bounds a transaction's operations, and a
-// nested transaction's by what its parent's count leaves of it: 100 keys
-// leave each key's sub-transaction (4 operations, and 2 in its own) room.
-const maxBatch = 100
-
-// AcquireMany is Acquire of each request, the reads of up to maxBatch keys
-// in one transaction (a read-only sub-transaction per key); the rest
-// (a new etcd lease, the guarded write) takes two requests per key as in
-// Acquire, one per key a retry or a refusal.
-func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
-	gs, errs, sts := make([]driver.Grant, len(rs)), make([]error, len(rs)), make([]*state, len(rs))
-	var ops []clientv3.Op
-	var at []int
-	for i, r := range rs {
-		if _, ok := s.handed(r.Key, r.Token); !ok || r.Shared {
-			ops, at = append(ops, clientv3.OpTxn(nil, s.opsRead(r.Key), nil)), append(at, i)
-		}
-	}
-	for len(ops) > 0 {
-		n := min(len(ops), maxBatch)
-		resp, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit()
-		for j, i := range at[:n] {
-			if errs[i] = err; err == nil {
-				st := s.parse(resp.Responses[j].GetResponseTxn().GetResponses(), rs[i])
-				sts[i] = &st
-			}
-		}
-		ops, at = ops[n:], at[n:]
-	}
-	for i, r := range rs {
-		var id int64
-		if errs[i] == nil {
-			gs[i], id, errs[i] = s.acquire(ctx, r, sts[i])
-		}
-		if errs[i] == nil {
-			s.mu.Lock()
-			s.leases[hold{r.Key, r.Token}] = id
-			s.mu.Unlock()
-		} else if !errors.Is(errs[i], lease.ErrHeld) && !errors.Is(errs[i], lease.ErrQueueFull) {
-			errs[i] = fmt.Errorf("etcdlease: acquire %q: %w", r.Key, errs[i])
-		}
-	}
-	return gs, errs
-}
-
-// acquire returns the grant and the etcd lease of the key, given a read of
-// its state (nil: acquire reads it).
-func (s *Store) acquire(ctx context.Context, r driver.Request, read *state) (driver.Grant, int64, error) {
+// acquire returns the grant and the etcd lease of the key.
+func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, int64, error) {
 	if h, ok := s.handed(r.Key, r.Token); ok && !r.Shared {
 		// The key is on r.Token's entry lease, kept alive by its last
 		// refused attempt: the TTL runs from then.
 		return driver.Grant{Fence: uint64(h.rev), FromQueue: true}, h.lease, nil
 	}
-	if read == nil {
-		st, err := s.read(ctx, r)
-		if err != nil {
-			return driver.Grant{}, 0, err
-		}
-		read = &st
+	st, err := s.read(ctx, r)
+	if err != nil {
+		return driver.Grant{}, 0, err
 	}
-	st := *read
 	switch { // a retried Acquire, whoever waits (and whatever r.Shared says)
 	case st.mine != nil:
 		return driver.Grant{Fence: uint64(st.epoch)}, st.mine.Lease, s.keepAlive(ctx, st.mine.Lease)
@@ -525,45 +479,7 @@ func (s *Store) forget(r driver.Request) (id int64) {
 // store granted it, is kept as the spare of its TTL for the next grant, not
 // revoked: two Raft writes fewer per hand-off.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	return s.ReleaseMany(ctx, []driver.Request{r})[0]
-}
-
-// ReleaseMany is Release of each request: the transactions of up to
-// maxBatch keys are the sub-transactions of one, then each key's etcd
-// leases are revoked (a request each).
-func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
-	errs, mine := make([]error, len(rs)), make([]int64, len(rs))
-	for i, r := range rs {
-		mine[i] = s.forget(r)
-	}
-	for lo := 0; lo < len(rs); lo += maxBatch {
-		part := rs[lo:min(len(rs), lo+maxBatch)]
-		ops, handing := make([]clientv3.Op, len(part)), make([]bool, len(part))
-		for j, r := range part {
-			ops[j], handing[j] = s.opRelease(r, true)
-		}
-		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) { // a waiter's etcd lease just expired
-			for j, r := range part {
-				ops[j], handing[j] = s.opRelease(r, false)
-			}
-			resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
-		}
-		for j, r := range part {
-			if errs[lo+j] = err; err == nil {
-				errs[lo+j] = s.released(ctx, r, mine[lo+j], handing[j], resp.Responses[j].GetResponseTxn())
-			}
-			if errs[lo+j] != nil {
-				errs[lo+j] = fmt.Errorf("etcdlease: release %q: %w", r.Key, errs[lo+j])
-			}
-		}
-	}
-	return errs
-}
-
-// opRelease returns Release's transaction for r, and whether it hands the
-// key over (only if hand).
-func (s *Store) opRelease(r driver.Request, hand bool) (clientv3.Op, bool) {
+	mine := s.forget(r)
 	k, rk := s.keyPath(r.Key), s.subKey(r.Key, kindReader, r.Token)
 	leave := []clientv3.Op{clientv3.OpDelete(s.subKey(r.Key, kindWaiter, r.Token), clientv3.WithPrevKV()),
 		clientv3.OpDelete(s.subKey(r.Key, kindShared, r.Token), clientv3.WithPrevKV())}
@@ -571,19 +487,21 @@ func (s *Store) opRelease(r driver.Request, hand bool) (clientv3.Op, bool) {
 		clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())}, nil),
 		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), ">", 0)}, []clientv3.Op{clientv3.OpDelete(rk, clientv3.WithPrevKV())}, nil),
 	}, leave...)
-	if token, e := s.next(r.Key, r.Token); hand && token != "" {
+	txn, handing := s.cli.Txn(ctx).Then(release...), false
+	if token, e := s.next(r.Key, r.Token); token != "" {
 		hk := s.subKey(r.Key, kindWaiter, token)
-		return clientv3.OpTxn(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev)),
-			append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
-				clientv3.OpDelete(hk)}, leave...), release), true
+		txn, handing = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
+			Then(append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
+				clientv3.OpDelete(hk)}, leave...)...).Else(release...), true
 	}
-	return clientv3.OpTxn(nil, release, nil), false
-}
-
-// released returns Release's outcome for r from resp, the response to its
-// transaction, after revoking the etcd leases it freed; mine is r's etcd
-// lease if this store granted it.
-func (s *Store) released(ctx context.Context, r driver.Request, mine int64, handing bool, resp *pb.TxnResponse) error {
+	resp, err := txn.Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // the waiter's etcd lease just expired
+		handing = false
+		resp, err = s.cli.Txn(ctx).Then(release...).Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+	}
 	held := handing && resp.Succeeded
 	var kvs []*mvccpb.KeyValue
 	for _, op := range resp.Responses {
@@ -607,11 +525,11 @@ func (s *Store) released(ctx context.Context, r driver.Request, mine int64, hand
 	}
 	for _, kv := range kvs {
 		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return err
+			return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
 		}
 	}
 	if !held {
-		return lease.ErrNotHeld
+		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
 	}
 	return nil
 }

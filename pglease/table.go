@@ -214,9 +214,9 @@ func (s *TableStore) AcquireMany(ctx context.Context, rs []driver.Request) ([]dr
 		if rs[i].Shared {
 			sql = s.sharedSQL
 		}
-		if rs[i].Token == "" { // '' marks the readers' rows
+		if errs[i] = unfit(rs[i]); rs[i].Token == "" { // '' marks the readers' rows
 			errs[i] = fmt.Errorf("pglease: acquire %q: %w", rs[i].Key, lease.Invalid("token", "empty"))
-		} else {
+		} else if errs[i] == nil {
 			s.queueAcquire(batch, rs[i], sql, &as[i])
 		}
 	}
@@ -259,15 +259,29 @@ func (s *TableStore) ReleaseMany(ctx context.Context, rs []driver.Request) []err
 	released, errs := make([]bool, len(rs)), make([]error, len(rs))
 	batch := &pgx.Batch{}
 	for _, i := range byKey(rs) {
+		if errs[i] = unfit(rs[i]); errs[i] != nil {
+			continue
+		}
 		batch.Queue(s.releaseSQL, s.ns, rs[i].Key, rs[i].Token, s.channelName).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&released[i], nil, nil)
 		})
 	}
 	err := send(ctx, s.pool, batch)
 	for i, r := range rs {
-		errs[i] = opErr("release", r.Key, released[i], err)
+		if errs[i] == nil {
+			errs[i] = opErr("release", r.Key, released[i], err)
+		}
 	}
 	return errs
+}
+
+// unfit refuses a request PostgreSQL's text cannot hold (a NUL byte), which
+// would fail the whole batch.
+func unfit(r driver.Request) error {
+	if strings.ContainsRune(r.Key+r.Token+r.Holder, 0) {
+		return fmt.Errorf("pglease: %q: %w", r.Key, lease.Invalid("request", "contains a NUL byte"))
+	}
+	return nil
 }
 
 // byKey returns the positions of rs in the order of their keys: batches
