@@ -18,7 +18,9 @@
 // [TableStore]: each operation is one statement on any pooled connection.
 // Acquire upserts the row when it is free, expired or already the token's,
 // and otherwise reports the holder in the same statement. RenewMany renews
-// every lease in one statement.
+// every lease in one statement; AcquireMany and ReleaseMany send each
+// request's statement, in key order, in one batch (one round trip, one
+// implicit transaction).
 //
 // Shared holds in a TableStore (Caps.Shared): a key's readers are kept in
 // its row, whose token is then empty, as the jsonb readers column {token:

@@ -248,18 +248,23 @@ type acquired struct {
 // attempts of a key then run one after the other, and each statement's
 // snapshot counts every entry queued before, so the cap is exact.
 func (b *base) acquire(ctx context.Context, q querier, r driver.Request, sql string, args ...any) (acquired, error) {
-	args = append([]any{b.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, b.channelName}, args...)
+	var a acquired
 	batch := &pgx.Batch{}
+	b.queueAcquire(batch, r, sql, &a, args...)
+	return a, q.SendBatch(ctx, batch).Close()
+}
+
+// queueAcquire adds acquire's statements for r to batch; a gets the row.
+func (b *base) queueAcquire(batch *pgx.Batch, r driver.Request, sql string, a *acquired, args ...any) {
+	args = append([]any{b.ns, r.Key, r.Token, r.Holder, micros(r.TTL), r.Queue, b.channelName}, args...)
 	if r.Queue {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte("leasekit queue\x00" + b.table + "\x00" + b.ns + "\x00" + r.Key))
 		batch.Queue("SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
 	}
-	var a acquired
 	batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, nil, &a.enqd, &a.pid, &a.ours)
 	})
-	return a, q.SendBatch(ctx, batch).Close()
 }
 
 // result turns a, or the statement's err, into Acquire's outcome.

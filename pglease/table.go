@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -181,6 +183,11 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 	}
 }
 
+var (
+	_ driver.BatchAcquirer = (*TableStore)(nil)
+	_ driver.BatchReleaser = (*TableStore)(nil)
+)
+
 // Caps reports a FIFO store that keeps shared holds.
 func (s *TableStore) Caps() driver.Caps {
 	c := s.base.Caps()
@@ -188,18 +195,38 @@ func (s *TableStore) Caps() driver.Caps {
 	return c
 }
 
-// Acquire takes r.Key for r.Token in one statement (see driver.Store), as
+// Acquire is AcquireMany of r alone: one statement (see driver.Store), as
 // one of its readers if r.Shared.
 func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Token == "" { // '' marks the readers' rows
-		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, lease.Invalid("token", "empty"))
+	gs, errs := s.AcquireMany(ctx, []driver.Request{r})
+	return gs[0], errs[0]
+}
+
+// AcquireMany sends Acquire's statements for rs in one batch, in key order:
+// one round trip and one implicit transaction, so the rows a refused or
+// granted attempt locks stay locked until the batch commits, and an error
+// of the server (not a refusal) fails the whole batch.
+func (s *TableStore) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
+	gs, errs, as := make([]driver.Grant, len(rs)), make([]error, len(rs)), make([]acquired, len(rs))
+	batch := &pgx.Batch{}
+	for _, i := range byKey(rs) {
+		sql := s.acquireSQL
+		if rs[i].Shared {
+			sql = s.sharedSQL
+		}
+		if errs[i] = unfit(rs[i]); rs[i].Token == "" { // '' marks the readers' rows
+			errs[i] = fmt.Errorf("pglease: acquire %q: %w", rs[i].Key, lease.Invalid("token", "empty"))
+		} else if errs[i] == nil {
+			s.queueAcquire(batch, rs[i], sql, &as[i])
+		}
 	}
-	sql := s.acquireSQL
-	if r.Shared {
-		sql = s.sharedSQL
+	err := send(ctx, s.pool, batch)
+	for i, r := range rs {
+		if errs[i] == nil {
+			gs[i], errs[i] = as[i].result(r, s.maxWaiters, err)
+		}
 	}
-	a, err := s.acquire(ctx, s.pool, r, sql)
-	return a.result(r, s.maxWaiters, err)
+	return gs, errs
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it.
@@ -219,13 +246,61 @@ func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error
 	return errs
 }
 
-// Release frees r.Key if r.Token holds it (as a reader: if it was the last
-// live one), takes r.Token out of the key's queue and announces the
-// release of a key it freed.
+// Release is ReleaseMany of r alone.
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
-	var released bool
-	err := s.pool.QueryRow(ctx, s.releaseSQL, s.ns, r.Key, r.Token, s.channelName).Scan(&released, nil, nil)
-	return opErr("release", r.Key, released, err)
+	return s.ReleaseMany(ctx, []driver.Request{r})[0]
+}
+
+// ReleaseMany frees each key of rs that its token holds (as a reader: if
+// it was the last live one), takes the token out of the key's queue and
+// announces the release of a key it freed: Release's statement for each, in
+// one batch in key order (one round trip, one implicit transaction).
+func (s *TableStore) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
+	released, errs := make([]bool, len(rs)), make([]error, len(rs))
+	batch := &pgx.Batch{}
+	for _, i := range byKey(rs) {
+		if errs[i] = unfit(rs[i]); errs[i] != nil {
+			continue
+		}
+		batch.Queue(s.releaseSQL, s.ns, rs[i].Key, rs[i].Token, s.channelName).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&released[i], nil, nil)
+		})
+	}
+	err := send(ctx, s.pool, batch)
+	for i, r := range rs {
+		if errs[i] == nil {
+			errs[i] = opErr("release", r.Key, released[i], err)
+		}
+	}
+	return errs
+}
+
+// unfit refuses a request PostgreSQL's text cannot hold (a NUL byte), which
+// would fail the whole batch.
+func unfit(r driver.Request) error {
+	if strings.ContainsRune(r.Key+r.Token+r.Holder, 0) {
+		return fmt.Errorf("pglease: %q: %w", r.Key, lease.Invalid("request", "contains a NUL byte"))
+	}
+	return nil
+}
+
+// byKey returns the positions of rs in the order of their keys: batches
+// lock rows in one order, against deadlocks between them.
+func byKey(rs []driver.Request) []int {
+	at := make([]int, len(rs))
+	for i := range at {
+		at[i] = i
+	}
+	slices.SortFunc(at, func(i, j int) int { return strings.Compare(rs[i].Key, rs[j].Key) })
+	return at
+}
+
+// send sends batch on q, unless it is empty.
+func send(ctx context.Context, q querier, batch *pgx.Batch) error {
+	if batch.Len() == 0 {
+		return nil
+	}
+	return q.SendBatch(ctx, batch).Close()
 }
 
 // Inspect reports who holds key, and its live readers; for a free key,
