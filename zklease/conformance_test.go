@@ -15,13 +15,13 @@ import (
 	"github.com/leasekit/lease/zklease"
 )
 
-func TestConformance(t *testing.T) {
+func TestConformanceZK(t *testing.T) {
 	runSuite(t, servers(t), testTTL, testSession)
 }
 
-// TestConformanceWithCredentials: the suite with stores that log in as one
+// TestConformanceZKWithCredentials: the suite with stores that log in as one
 // digest identity and so create their nodes with the creator ACL.
-func TestConformanceWithCredentials(t *testing.T) {
+func TestConformanceZKWithCredentials(t *testing.T) {
 	srvs := servers(t)
 	auth := zklease.WithAuth("digest", []byte("lk-"+randHex(4)+":pw-"+randHex(8)))
 	// The owner's connection logs in to remove the suite's nodes; its own
