@@ -56,14 +56,16 @@ func partitionDuration(t *testing.T, ci time.Duration) time.Duration {
 	return ci
 }
 
-var workerFaults = []string{verify.FaultPartition, verify.FaultOneWay, verify.FaultLoss, verify.FaultPartitionHeal}
+// workerFaults, the shortest first: on a loaded CI machine the last one
+// comes late in the run.
+var workerFaults = []string{verify.FaultPartitionHeal, verify.FaultPartition, verify.FaultOneWay, verify.FaultLoss}
 
 func TestPartitionRedis(t *testing.T) {
 	t.Parallel()
 	addr := leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
 	n := newNet(t)
-	rep := run(t, verify.Config{Store: "redis://" + addr + "/0", TTL: time.Second, Net: n,
-		Duration: partitionDuration(t, 35*time.Second)})
+	rep := run(t, verify.Config{Store: "redis://" + addr + "/0", TTL: time.Second, Net: n, Faults: workerFaults,
+		Duration: partitionDuration(t, 40*time.Second)})
 	check(t, rep, workerFaults...)
 }
 
@@ -75,7 +77,7 @@ func TestPartitionPostgres(t *testing.T) {
 	// The register stays a file: a worker cut off from the store can still
 	// write the resource, which is what fencing must catch.
 	rep := run(t, verify.Config{Store: dsn, TTL: time.Second, Net: n, Prefix: "verify-netns-" + id + "-",
-		Duration: partitionDuration(t, 35*time.Second)})
+		Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
 	check(t, rep, workerFaults...)
 }
 
@@ -84,7 +86,7 @@ func TestPartitionEtcd(t *testing.T) {
 	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
 	n := newNet(t)
 	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second, Net: n,
-		Duration: partitionDuration(t, 50*time.Second)})
+		Faults: workerFaults, Duration: partitionDuration(t, 55*time.Second)})
 	check(t, rep, workerFaults...)
 }
 
@@ -93,7 +95,7 @@ func TestPartitionZooKeeper(t *testing.T) {
 	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 	n := newNet(t)
 	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second,
-		Net: n, Duration: partitionDuration(t, 35*time.Second)})
+		Net: n, Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
 	check(t, rep, workerFaults...)
 }
 
