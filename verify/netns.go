@@ -85,6 +85,10 @@ type Host struct {
 
 const nsPrefix = "leasekit-"
 
+// subnetMu keeps two NewNet calls of this process (parallel tests) from
+// choosing the same free subnet at once.
+var subnetMu sync.Mutex
+
 // NewNet creates a bridge with a free private /24; it returns an error
 // matching ErrNoNamespaces where namespaces, veth pairs or nftables are not
 // available. The caller must Close it.
@@ -97,6 +101,8 @@ func NewNet(ctx context.Context) (*Net, error) {
 	sweep(ctx)
 	n := &Net{id: randHex(3), relays: map[string]*proxy{}}
 	n.bridge = "lkb" + n.id
+	subnetMu.Lock()
+	defer subnetMu.Unlock()
 	used, err := usedPrefixes(ctx)
 	if err != nil {
 		return nil, err
