@@ -14,7 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -201,4 +204,58 @@ func TestPartitionZooKeeperEnsembleLeader(t *testing.T) {
 		Faults: []string{verify.FaultLeaderPartition, verify.FaultPartition}})
 	check(t, rep, verify.FaultLeaderPartition, verify.FaultPartition)
 	t.Logf("leaders isolated (server id: times): %v", leaders)
+}
+
+// TestPartitionNetCleanup: the rules come and go with Partition and Heal,
+// and Close leaves no namespace, bridge address or relay behind.
+func TestPartitionNetCleanup(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := verify.NewNet(ctx)
+	if errors.Is(err, verify.ErrNoNamespaces) {
+		t.Skipf("network namespaces refused here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = n.Close()
+		}
+	}()
+	h, err := n.AddHost(ctx, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := func() bool {
+		return exec.CommandContext(ctx, "ip", "netns", "exec", h.Name, "nft", "list", "table", "netdev", "leasekit").Run() == nil
+	}
+	if err := h.Partition(ctx); err != nil || !rules() {
+		t.Fatalf("Partition: %v; rules present: %v", err, rules())
+	}
+	if err := h.Heal(ctx); err != nil || rules() {
+		t.Fatalf("Heal: %v; rules present: %v", err, rules())
+	}
+	relayed, err := n.Reach("redis://127.0.0.1:6379/0")
+	if err != nil || !strings.Contains(relayed, n.BridgeIP()+":") {
+		t.Fatalf("Reach: %q, %v; want a relay on %s", relayed, err, n.BridgeIP())
+	}
+	u, _ := url.Parse(relayed)
+	closed = true
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/run/netns/" + h.Name); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("namespace %s still there after Close: %v", h.Name, err)
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-4", "-o", "addr", "show").Output()
+	if err != nil || strings.Contains(string(out), " "+n.BridgeIP()+"/") {
+		t.Errorf("bridge address %s still assigned after Close (%v):\n%s", n.BridgeIP(), err, out)
+	}
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+		c.Close()
+		t.Errorf("relay %s still accepts after Close", u.Host)
+	}
 }
