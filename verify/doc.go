@@ -39,7 +39,12 @@
 // TCP proxy the harness puts in front of the store), a forced release of the
 // holder's lease by an operator (Client.ForceRelease: the evicted holder
 // keeps working until its next renewal, as a stuck holder would), and a
-// store restart when the caller provides one.
+// store restart when the caller provides one. With [Config.Net] each worker
+// runs in a network namespace of its own (see [NewNet]) and the nemesis
+// drops real packets with nftables instead: a partition of the holder,
+// one-way loss (its requests arrive, the replies do not), 30 % loss, a
+// partition healed while a renewal is in flight, and the store's leader
+// isolated together with the holder ([NetFaults]).
 //
 // Every operation is recorded with its invocation and completion times, and
 // the history is checked with porcupine against a model of a fenced lock

@@ -21,8 +21,11 @@ type proxy struct {
 	wg      sync.WaitGroup
 }
 
-func newProxy(target string) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newProxy(target string) (*proxy, error) { return newProxyAt("127.0.0.1:0", target) }
+
+// newProxyAt is newProxy listening on listen (a relay for Net).
+func newProxyAt(listen, target string) (*proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	Command []string
 	// Log, if set, receives progress lines.
 	Log func(format string, args ...any)
+	// Net, if set, runs each worker in a network namespace of its own on
+	// this network (netns.go), for the network faults (NetFaults); it
+	// replaces the proxy (no latency or cut faults).
+	Net *Net
 }
 
 // Report is the outcome of a run.
@@ -131,7 +135,7 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "register ops       %d (%d with unknown outcome)\n", r.Operations, r.Unknown)
 	var fs []string
-	for _, k := range []string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultBreak, FaultRestart} {
+	for _, k := range append([]string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultBreak, FaultRestart}, NetFaults...) {
 		if n := r.Faults[k]; n > 0 {
 			fs = append(fs, fmt.Sprintf("%s: %d", k, n))
 		}
@@ -177,6 +181,7 @@ type runner struct {
 	cfg     Config
 	wcfgs   []workerConfig
 	proxies []*proxy
+	hosts   []*Host // with Config.Net: worker i's namespace
 	log     func(string, ...any)
 
 	mu       sync.Mutex
@@ -214,6 +219,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Workload == WorkloadReadWrite {
 			cfg.Workers = 6
 		}
+	}
+	if cfg.Faults == nil && cfg.Net != nil {
+		cfg.Faults = []string{FaultPartition, FaultOneWay, FaultLoss, FaultPartitionHeal}
 	}
 	if cfg.Faults == nil {
 		cfg.Faults = []string{FaultKill, FaultStop, FaultLatency, FaultCut}
@@ -291,8 +299,18 @@ func proxied(store string) (string, *proxy, error) {
 func (r *runner) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	start := time.Now()
+	netStore := ""
+	if cfg.Net != nil {
+		var err error
+		if netStore, err = r.setupNet(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for i := 0; i < cfg.Workers; i++ {
-		storeURL, p, err := proxied(cfg.Store)
+		storeURL, p, err := netStore, (*proxy)(nil), error(nil)
+		if cfg.Net == nil {
+			storeURL, p, err = proxied(cfg.Store)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +418,11 @@ func (r *runner) spawn(i int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
+	argv := r.cfg.Command
+	if len(r.hosts) > i {
+		argv = r.hosts[i].Command(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -36,10 +36,11 @@ type Ensemble struct {
 type Server struct {
 	// ID is the server's myid, 1 to 3.
 	ID int
-	// Addr is its client address, 127.0.0.1:port.
+	// Addr is its client address, host:port (127.0.0.1 unless Options.Hosts).
 	Addr string
 
 	java, cp, cfgPath, logPath string
+	wrap                       func(argv []string) []string // Options.Command
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -52,12 +53,32 @@ type Server struct {
 // mntr and ruok four-letter words are enabled.
 func Start(t testing.TB) *Ensemble {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// Options change where StartWith runs the servers.
+type Options struct {
+	// Hosts are the servers' addresses (default 127.0.0.1 for each).
+	Hosts [3]string
+	// Command, if set, wraps server id's command line (e.g. to run it in
+	// a network namespace with ip netns exec).
+	Command func(id int, argv []string) []string
+}
+
+// StartWith is Start with Options.
+func StartWith(t testing.TB, o Options) *Ensemble {
+	t.Helper()
+	for i, h := range o.Hosts {
+		if h == "" {
+			o.Hosts[i] = "127.0.0.1"
+		}
+	}
 	java := leasetest.Env(t, "LEASE_TEST_JAVA")
 	cp := leasetest.Env(t, "LEASE_TEST_ZK_CLASSPATH")
 	ports := FreePorts(t, 9) // client, peer, election port per server
 	var members strings.Builder
 	for i := range 3 {
-		fmt.Fprintf(&members, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3+i], ports[6+i])
+		fmt.Fprintf(&members, "server.%d=%s:%d:%d\n", i+1, o.Hosts[i], ports[3+i], ports[6+i])
 	}
 	dir := t.TempDir()
 	e := &Ensemble{}
@@ -75,16 +96,20 @@ initLimit=20
 syncLimit=10
 dataDir=%s
 clientPort=%d
-clientPortAddress=127.0.0.1
+clientPortAddress=%s
 maxClientCnxns=0
 minSessionTimeout=1000
 maxSessionTimeout=60000
 forceSync=no
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr
-%s`, data, ports[i], members.String())
-		s := &Server{ID: i + 1, Addr: fmt.Sprintf("127.0.0.1:%d", ports[i]), java: java, cp: cp,
+%s`, data, ports[i], o.Hosts[i], members.String())
+		s := &Server{ID: i + 1, Addr: fmt.Sprintf("%s:%d", o.Hosts[i], ports[i]), java: java, cp: cp,
 			cfgPath: filepath.Join(sdir, "zoo.cfg"), logPath: filepath.Join(sdir, "server.log")}
+		if o.Command != nil {
+			id := i + 1
+			s.wrap = func(argv []string) []string { return o.Command(id, argv) }
+		}
 		if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -185,9 +210,13 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.java, "-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	argv := []string{s.java, "-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Djava.net.preferIPv4Stack=true", "-Dzookeeper.admin.enableServer=false",
-		"-cp", s.cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfgPath)
+		"-cp", s.cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfgPath}
+	if s.wrap != nil {
+		argv = s.wrap(argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()

@@ -11,6 +11,8 @@
 #   default-jre-headless                only if `java -version` fails
 #   chromium                            always needed (leasedebug's page is tested in headless Chromium)
 #   openssl, curl                       always needed (the kube-apiserver's certificates, its /readyz)
+#   iproute2, nftables                  always needed (verify's partition tests: ip netns, veth pairs,
+#                                       nft rules inside the namespaces)
 # apt waits up to 180s for the dpkg lock (a fresh machine may be running apt-daily).
 # Sourced by scripts/test.
 
@@ -56,6 +58,8 @@ missing_packages() {
 	fi
 	command -v openssl >/dev/null 2>&1 || echo openssl
 	command -v curl >/dev/null 2>&1 || echo curl
+	command -v ip >/dev/null 2>&1 || echo iproute2
+	command -v nft >/dev/null 2>&1 || echo nftables
 }
 
 # install_missing: apt-get install what missing_packages reports.

@@ -1,0 +1,261 @@
+// Real network partitions (netns.go): every worker in a network namespace
+// of its own, joined to the root namespace by a veth pair and a bridge; the
+// nemesis drops packets with nftables in the holder's namespace. The shared
+// servers stay in the root namespace and are reached through relays on the
+// bridge; the private etcd cluster and ZooKeeper ensemble run each member in
+// a namespace of its own, so that the leader can be isolated with the
+// holder. Run them alone with
+//
+//	go test -race -count=1 -p 1 -run 'TestPartition' -v ./verify/
+
+package verify_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease/internal/zktest"
+	"github.com/leasekit/lease/leasetest"
+	"github.com/leasekit/lease/verify"
+)
+
+// newNet creates a private network removed at cleanup, or skips the test
+// where the kernel refuses network namespaces.
+func newNet(t *testing.T) *verify.Net {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := verify.NewNet(ctx)
+	if errors.Is(err, verify.ErrNoNamespaces) {
+		t.Skipf("network namespaces refused here (the partition tests need root, ip and nft): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("removing the network: %v", err)
+		}
+	})
+	return n
+}
+
+// partitionDuration is a partition test's run: LEASE_VERIFY_DURATION, or
+// long enough for every fault in turn at CI size.
+func partitionDuration(t *testing.T, ci time.Duration) time.Duration {
+	if os.Getenv("LEASE_VERIFY_DURATION") != "" {
+		return runDuration(t)
+	}
+	return ci
+}
+
+// workerFaults, the shortest first: on a loaded CI machine the last one
+// comes late in the run.
+var workerFaults = []string{verify.FaultPartitionHeal, verify.FaultPartition, verify.FaultOneWay, verify.FaultLoss}
+
+func TestPartitionRedis(t *testing.T) {
+	t.Parallel()
+	addr := leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
+	n := newNet(t)
+	rep := run(t, verify.Config{Store: "redis://" + addr + "/0", TTL: time.Second, Net: n, Faults: workerFaults,
+		Duration: partitionDuration(t, 40*time.Second)})
+	check(t, rep, workerFaults...)
+}
+
+func TestPartitionPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
+	n := newNet(t)
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// The register stays a file: a worker cut off from the store can still
+	// write the resource, which is what fencing must catch.
+	rep := run(t, verify.Config{Store: dsn, TTL: time.Second, Net: n, Prefix: "verify-netns-" + id + "-",
+		Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
+	check(t, rep, workerFaults...)
+}
+
+func TestPartitionEtcd(t *testing.T) {
+	t.Parallel()
+	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
+	n := newNet(t)
+	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second, Net: n,
+		Faults: workerFaults, Duration: partitionDuration(t, 55*time.Second)})
+	check(t, rep, workerFaults...)
+}
+
+func TestPartitionZooKeeper(t *testing.T) {
+	t.Parallel()
+	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
+	n := newNet(t)
+	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second,
+		Net: n, Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
+	check(t, rep, workerFaults...)
+}
+
+// TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each
+// member in a namespace of its own; the nemesis isolates the leader together
+// with the holder (the two still reach each other), and partitions the
+// holder alone.
+func TestPartitionEtcdClusterLeader(t *testing.T) {
+	t.Parallel()
+	bin := leasetest.Env(t, "LEASE_TEST_ETCD_BIN")
+	n := newNet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := &etcdCluster{t: t, bin: "ip"}
+	dir := t.TempDir()
+	var hosts []*verify.Host
+	var initial []string
+	for i := 0; i < 3; i++ {
+		h, err := n.AddHost(ctx, fmt.Sprintf("etcd%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+		initial = append(initial, fmt.Sprintf("m%d=http://%s:2380", i, h.IP))
+	}
+	token := fmt.Sprintf("verify-netns-%d", time.Now().UnixNano())
+	for i, h := range hosts {
+		client, peer := h.IP+":2379", "http://"+h.IP+":2380"
+		c.members = append(c.members, &etcdMember{name: fmt.Sprintf("m%d", i), client: client, args: h.Command(bin,
+			"--name", fmt.Sprintf("m%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i)),
+			"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", token,
+			"--logger", "zap", "--log-outputs", filepath.Join(dir, fmt.Sprintf("m%d.log", i)), "--log-level", "warn",
+		)[1:]}) // c.bin is "ip"
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.kill(m)
+		}
+	})
+	for _, m := range c.members {
+		if err := c.start(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.waitHealthy(context.Background(), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[string]int{}
+	n.Leader = func(ctx context.Context) (*verify.Host, error) {
+		m, err := c.leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i, mm := range c.members {
+			if mm == m {
+				leaders[m.name]++
+				return hosts[i], nil
+			}
+		}
+		return nil, fmt.Errorf("leader %s is not a member", m.name)
+	}
+	rep := run(t, verify.Config{Store: "etcd://" + strings.Join(c.endpoints(), ","), TTL: 2 * time.Second, Net: n,
+		Duration: partitionDuration(t, 45*time.Second),
+		Faults:   []string{verify.FaultLeaderPartition, verify.FaultPartition}})
+	check(t, rep, verify.FaultLeaderPartition, verify.FaultPartition)
+	t.Logf("leaders isolated: %v", leaders)
+}
+
+// TestPartitionZooKeeperEnsembleLeader: the same on a private three-server
+// ZooKeeper ensemble, each server in a namespace of its own.
+func TestPartitionZooKeeperEnsembleLeader(t *testing.T) {
+	t.Parallel()
+	leasetest.Env(t, "LEASE_TEST_JAVA")
+	n := newNet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var hosts []*verify.Host
+	var o zktest.Options
+	for i := 0; i < 3; i++ {
+		h, err := n.AddHost(ctx, fmt.Sprintf("zk%d", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+		o.Hosts[i] = h.IP
+	}
+	o.Command = func(id int, argv []string) []string { return hosts[id-1].Command(argv...) }
+	e := zktest.StartWith(t, o)
+	leaders := map[int]int{}
+	n.Leader = func(ctx context.Context) (*verify.Host, error) {
+		s, err := e.Leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		leaders[s.ID]++
+		return hosts[s.ID-1], nil
+	}
+	rep := run(t, verify.Config{Store: "zk://" + strings.Join(e.Addrs(), ",") + "?session_timeout=8s", TTL: 2 * time.Second,
+		Net: n, Duration: partitionDuration(t, 45*time.Second),
+		Faults: []string{verify.FaultLeaderPartition, verify.FaultPartition}})
+	check(t, rep, verify.FaultLeaderPartition, verify.FaultPartition)
+	t.Logf("leaders isolated (server id: times): %v", leaders)
+}
+
+// TestPartitionNetCleanup: the rules come and go with Partition and Heal,
+// and Close leaves no namespace, bridge address or relay behind.
+func TestPartitionNetCleanup(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := verify.NewNet(ctx)
+	if errors.Is(err, verify.ErrNoNamespaces) {
+		t.Skipf("network namespaces refused here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = n.Close()
+		}
+	}()
+	h, err := n.AddHost(ctx, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := func() bool {
+		return exec.CommandContext(ctx, "ip", "netns", "exec", h.Name, "nft", "list", "table", "netdev", "leasekit").Run() == nil
+	}
+	if err := h.Partition(ctx); err != nil || !rules() {
+		t.Fatalf("Partition: %v; rules present: %v", err, rules())
+	}
+	if err := h.Heal(ctx); err != nil || rules() {
+		t.Fatalf("Heal: %v; rules present: %v", err, rules())
+	}
+	relayed, err := n.Reach("redis://127.0.0.1:6379/0")
+	if err != nil || !strings.Contains(relayed, n.BridgeIP()+":") {
+		t.Fatalf("Reach: %q, %v; want a relay on %s", relayed, err, n.BridgeIP())
+	}
+	u, _ := url.Parse(relayed)
+	closed = true
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/run/netns/" + h.Name); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("namespace %s still there after Close: %v", h.Name, err)
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-4", "-o", "addr", "show").Output()
+	if err != nil || strings.Contains(string(out), " "+n.BridgeIP()+"/") {
+		t.Errorf("bridge address %s still assigned after Close (%v):\n%s", n.BridgeIP(), err, out)
+	}
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+		c.Close()
+		t.Errorf("relay %s still accepts after Close", u.Host)
+	}
+}
