@@ -11,6 +11,8 @@
 #   default-jre-headless                only if `java -version` fails
 #   chromium                            always needed (leasedebug's page is tested in headless Chromium)
 #   openssl, curl                       always needed (the kube-apiserver's certificates, its /readyz)
+#   faketime (libfaketime)              always needed (verify's store clock faults run private
+#                                       servers under it)
 # apt waits up to 180s for the dpkg lock (a fresh machine may be running apt-daily).
 # Sourced by scripts/test.
 
@@ -56,6 +58,7 @@ missing_packages() {
 	fi
 	command -v openssl >/dev/null 2>&1 || echo openssl
 	command -v curl >/dev/null 2>&1 || echo curl
+	compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' >/dev/null || echo faketime
 }
 
 # install_missing: apt-get install what missing_packages reports.
