@@ -38,8 +38,13 @@
 // and a cut connection between one worker and the store (through a loopback
 // TCP proxy the harness puts in front of the store), a forced release of the
 // holder's lease by an operator (Client.ForceRelease: the evicted holder
-// keeps working until its next renewal, as a stuck holder would), and a
-// store restart when the caller provides one.
+// keeps working until its next renewal, as a stuck holder would), a
+// store restart when the caller provides one, and, when the caller can move
+// the store server's wall clock (Config.StepClock; the tests run private
+// servers under libfaketime), a step forward by 1.5×TTL under a holder
+// (the store expires its lease early), a step back by as much, and a drift
+// of +20 % for 5×TTL. The report counts the forward steps that let a second
+// holder in while the first still used its lease (EarlyGrants).
 //
 // Every operation is recorded with its invocation and completion times, and
 // the history is checked with porcupine against a model of a fenced lock

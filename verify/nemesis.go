@@ -130,6 +130,8 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 		r.note(kind, k.Fence(), at)
 		r.log("verify: forced release of worker %d's lease (fence %d)", id, k.Fence())
 		return true
+	case FaultClockForward, FaultClockBack, FaultClockDrift:
+		return r.injectClock(ctx, kind)
 	case FaultRestart:
 		if r.cfg.Restart == nil {
 			return false
