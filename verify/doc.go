@@ -38,13 +38,20 @@
 // and a cut connection between one worker and the store (through a loopback
 // TCP proxy the harness puts in front of the store), a forced release of the
 // holder's lease by an operator (Client.ForceRelease: the evicted holder
-// keeps working until its next renewal, as a stuck holder would), and a
-// store restart when the caller provides one. With [Config.Net] each worker
+// keeps working until its next renewal, as a stuck holder would), a
+// store restart when the caller provides one, and the store clock faults
+// below. With [Config.Net] each worker
 // runs in a network namespace of its own (see [NewNet]) and the nemesis
 // drops real packets with nftables instead: a partition of the holder,
 // one-way loss (its requests arrive, the replies do not), 30 % loss, a
 // partition healed while a renewal is in flight, and the store's leader
 // isolated together with the holder ([NetFaults]).
+// When the caller can move
+// the store server's wall clock (Config.StepClock; the tests run private
+// servers under libfaketime), a step forward by 1.5×TTL under a holder
+// (the store expires its lease early), a step back by as much, and a drift
+// of +20 % for 5×TTL. The report counts the forward steps that let a second
+// holder in while the first still used its lease (EarlyGrants).
 //
 // Every operation is recorded with its invocation and completion times, and
 // the history is checked with porcupine against a model of a fenced lock

@@ -132,6 +132,8 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 		return true
 	case FaultPartition, FaultOneWay, FaultLoss, FaultPartitionHeal, FaultLeaderPartition:
 		return r.injectNet(ctx, kind) // netns.go
+	case FaultClockForward, FaultClockBack, FaultClockDrift:
+		return r.injectClock(ctx, kind)
 	case FaultRestart:
 		if r.cfg.Restart == nil {
 			return false

@@ -65,6 +65,9 @@ type Config struct {
 	Faults []string
 	// Restart, if set, restarts the store (FaultRestart).
 	Restart func(ctx context.Context) error
+	// StepClock, if set, moves the store server's wall clock by d (back
+	// when d < 0), for the store clock faults (FaultClockForward, ...).
+	StepClock func(ctx context.Context, d time.Duration) error
 	// Dir receives the register file and, for a failing history, the
 	// porcupine visualization (default: a temporary directory, removed
 	// unless the run failed).
@@ -110,6 +113,7 @@ type Report struct {
 	SumViolations int      // accepted reads of both registers, and the final state, whose sum was not the initial one: must be 0
 	FinalSum      int64    // the registers' sum after the run
 	AcquiredLost  int      // acquisitions returned with a lease (of a set: one of its leases) already lost or past its local deadline
+	EarlyGrants   int      // forward store clock steps after which a second worker acquired while the first still used its lease
 	Visualization string   // path of the HTML visualization of a failing history
 	Violations    []string // what went wrong
 	WorkerErrors  []string // the last lines the workers wrote to stderr (acquire failures, ...)
@@ -135,7 +139,7 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "register ops       %d (%d with unknown outcome)\n", r.Operations, r.Unknown)
 	var fs []string
-	for _, k := range append([]string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultBreak, FaultRestart}, NetFaults...) {
+	for _, k := range append([]string{FaultKill, FaultStop, FaultLatency, FaultCut, FaultBreak, FaultRestart}, append(NetFaults, clockFaults...)...) {
 		if n := r.Faults[k]; n > 0 {
 			fs = append(fs, fmt.Sprintf("%s: %d", k, n))
 		}
@@ -154,6 +158,7 @@ func (r *Report) String() string {
 	if r.AcquiredLost > 0 {
 		fmt.Fprintf(&b, "acquired lost      %d (returned with a lease already lost or past its local deadline)\n", r.AcquiredLost)
 	}
+	b.WriteString(r.clockLine())
 	fmt.Fprintf(&b, "longest fail-over  %v\n", r.LongestFailover.Round(time.Millisecond))
 	fmt.Fprintf(&b, "linearizable       %v\n", r.Linearizable)
 	fmt.Fprintf(&b, "without fencing    %d operations of superseded holders would have been let through (%d overlapping holder pairs)\n", r.UnfencedLetThrough, r.OverlappingHolders)
@@ -190,6 +195,7 @@ type runner struct {
 	holder   map[int]uint64        // worker id -> fence it holds (acquired, not released or lost)
 	pending  map[pendingKey]record // announced register operations without an outcome yet
 	deaths   []death
+	steps    []clockStep // forward steps of the store's clock
 	stderr   []string
 	acquired bool // a worker has acquired the lease
 	wg       sync.WaitGroup
@@ -356,6 +362,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		recs = append(recs, p) // the worker died (or was stopped) before the outcome: unknown
 	}
 	deaths := append([]death(nil), r.deaths...)
+	steps := append([]clockStep(nil), r.steps...)
 	r.mu.Unlock()
 	for i := range deaths {
 		deaths[i].runEnd = end
@@ -379,6 +386,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	ccancel()
 	analyse(rep, recs)
 	failovers(rep, recs, deaths, cfg.TTL, max(cfg.TTL, 2*time.Second))
+	earlyGrants(rep, recs, steps, r.log)
 	rep.WorkerErrors = r.stderrTail()
 	if rep.Acquisitions == 0 {
 		rep.Violations = append(rep.Violations, "no worker ever acquired the lease")

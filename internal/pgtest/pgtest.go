@@ -32,6 +32,7 @@ type Server struct {
 	dir    string
 	port   int
 	conf   []string // -c settings
+	env    []string // extra environment of pg_ctl and so of the server
 	asUser []string // runs a command as the postgres user when the test runs as root
 }
 
@@ -57,6 +58,14 @@ func BinDir() string {
 // ("name=value"); without any, fsync is off.
 func Start(t testing.TB, conf ...string) *Server {
 	t.Helper()
+	return StartEnv(t, nil, conf...)
+}
+
+// StartEnv is Start with extra environment variables ("NAME=value") for
+// pg_ctl and so the server, not initdb (for example libfaketime's, see
+// internal/faketime).
+func StartEnv(t testing.TB, env []string, conf ...string) *Server {
+	t.Helper()
 	bin := BinDir()
 	if bin == "" {
 		t.Fatal("no PostgreSQL server binaries: set LEASE_TEST_PG_BIN to the directory of initdb and pg_ctl")
@@ -68,7 +77,7 @@ func Start(t testing.TB, conf ...string) *Server {
 	if len(conf) == 0 {
 		conf = []string{"fsync=off"}
 	}
-	s := &Server{t: t, bin: bin, dir: dir, conf: conf, port: FreePort(t)}
+	s := &Server{t: t, bin: bin, dir: dir, conf: conf, env: env, port: FreePort(t)}
 	t.Cleanup(s.destroy)
 	if GiveToPostgres(t, dir) {
 		s.asUser = []string{"runuser", "-u", "postgres", "--"}
@@ -101,6 +110,9 @@ func (s *Server) run(timeout time.Duration, prog string, args ...string) ([]byte
 	argv := append(append(append([]string{}, s.asUser...), filepath.Join(s.bin, prog)), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = s.dir
+	if len(s.env) > 0 && prog == "pg_ctl" {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	return cmd.CombinedOutput()
 }
 

@@ -13,6 +13,8 @@
 #   openssl, curl                       always needed (the kube-apiserver's certificates, its /readyz)
 #   iproute2, nftables                  always needed (verify's partition tests: ip netns, veth pairs,
 #                                       nft rules inside the namespaces)
+#   faketime (libfaketime)              always needed (verify's store clock faults run private
+#                                       servers under it)
 # apt waits up to 180s for the dpkg lock (a fresh machine may be running apt-daily).
 # Sourced by scripts/test.
 
@@ -60,6 +62,7 @@ missing_packages() {
 	command -v curl >/dev/null 2>&1 || echo curl
 	command -v ip >/dev/null 2>&1 || echo iproute2
 	command -v nft >/dev/null 2>&1 || echo nftables
+	compgen -G '/usr/lib/*/faketime/libfaketimeMT.so.1' >/dev/null || echo faketime
 }
 
 # install_missing: apt-get install what missing_packages reports.
