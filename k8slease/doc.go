@@ -59,22 +59,55 @@
 // when by the breaker's wall clock) decides only whether the evicted
 // holder's Renew says lease.ErrBroken or lease.ErrNotHeld.
 //
+// # The queue of waiters
+//
+// The store is FIFO (Caps.FIFO): each waiter of a key has its own small
+// Lease object, named from the key's object name and a digest of its token,
+// labelled leasekit.io/queue (a digest of the key's object name) and
+// leasekit.io/store, and written only by its waiter, so waiters never
+// contend for one object. Its place is its ticket: the resourceVersion the
+// apiserver gave its Create, kept in the annotation leasekit.io/ticket from
+// its first refresh on (resourceVersions grow with every write and compare
+// as integers, KEP-5504). An entry lives as a hold does (its TTL, judged by
+// the rules above) from its waiter's last refresh; a waiter that comes back
+// after its entry expired gets a new ticket, at the back.
+//
+// Acquire of a key nobody holds lists the key's waiter objects (one list
+// with a label selector) and grants the key only to the token with no live
+// waiter ahead of it; the grant is the same conditional write as ever, so
+// two racing grants still cannot both succeed, and the granted waiter then
+// deletes its object. A refused Acquire with Request.Queue creates or
+// refreshes the token's object; HeldError.Queued counts the live waiters
+// ahead. A newcomer is refused with a *lease.QueueFullError when
+// [WithMaxWaiters] live waiters are queued (default
+// driver.DefaultMaxWaiters); newcomers that count at the same instant may
+// all join, so the cap is not exact under a burst. Release of a holder
+// names the head waiter in the annotation leasekit.io/next of the key's
+// object, which [Store.Subscribe] announces as Announcement.Next, so only
+// that waiter looks; Release of a queued token deletes its object. Break
+// keeps the queue. List and the watch select key objects only
+// (!leasekit.io/queue); List describes each key's waiters from one more
+// list per page.
+//
 // # What it lacks and costs
 //
-// No FIFO queue and no shared holds (Caps.FIFO and Caps.Shared are false):
-// waiters race, woken by announcements. [Store.Subscribe] watches the
-// store's Lease objects (label leasekit.io/store) and announces every change
-// that leaves one free. Each operation is one read and at most one write to
-// the apiserver (a Get, then an Update or Create; an Acquire whose write
-// lost a race reads once more, to report the winner); List is one list call
-// per page (the apiserver's continue token is the cursor), Break one read
-// and one conditional write. The minimum TTL is [MinTTL]; an apiserver
-// write costs milliseconds and each is an etcd write, so this store suits
-// leader election and coarse jobs, not thousands of locks a second.
+// No shared holds (Caps.Shared false) and no batched renewal. Each
+// operation is one read and at most one write of the key's object (a Get,
+// then an Update or Create; an Acquire whose write lost a race reads once
+// more, to report the winner), plus one list of the key's waiter objects
+// where the queue matters: an Acquire the key's holder does not renew, and
+// Release; a waiter's refresh writes its own object, and its grant deletes
+// it. List is two list calls per page (the apiserver's continue token is
+// the cursor), Break a read, a list and one conditional write. The minimum
+// TTL is [MinTTL]; an apiserver write costs milliseconds and each is an
+// etcd write, so this store suits leader election and coarse jobs, not
+// thousands of locks a second.
 //
 // Names: a key that is a valid object name (lowercase DNS subdomain) with
 // the prefix is the Lease's name, prefix+key; another key is mapped to its
 // lowercased letters, digits and dashes plus 16 hex digits of its SHA-256.
-// RBAC: the store needs get, list, watch, create and update on leases in
-// its namespace.
+// A waiter's object is named prefix, "w-" and 32 hex digits of the SHA-256
+// of its key's object name and its token.
+// RBAC: the store needs get, list, watch, create, update and delete on
+// leases in its namespace.
 package k8slease

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // maxPrefix is the longest name prefix.
@@ -52,4 +53,10 @@ func checkPrefix(prefix string) error {
 func digest(prefix string) string {
 	sum := sha256.Sum256([]byte(prefix))
 	return "p" + hex.EncodeToString(sum[:10])
+}
+
+// waiterName is the name of r.Token's waiter object for r.Key.
+func (s *Store) waiterName(r driver.Request) string {
+	sum := sha256.Sum256([]byte(s.name(r.Key) + " " + r.Token))
+	return s.prefix + "w-" + hex.EncodeToString(sum[:16])
 }

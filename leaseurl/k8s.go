@@ -21,7 +21,7 @@ func init() { Register("k8s", openK8s) }
 // which a few clients renewing leases would reach.
 const k8sQPS = 1000
 
-// openK8s opens k8s:///NAMESPACE[?kubeconfig=PATH][&context=NAME][&prefix=P]:
+// openK8s opens k8s:///NAMESPACE[?kubeconfig=PATH][&context=NAME][&prefix=P][&max_waiters=N]:
 // Lease objects in NAMESPACE (empty: the context's namespace, else
 // "default"), through the kubeconfig at PATH (default: $KUBECONFIG or
 // ~/.kube/config, else the pod's in-cluster service account).
@@ -36,7 +36,7 @@ func openK8s(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() 
 	q.Del("kubeconfig")
 	q.Del("context")
 	if len(q) > 0 {
-		return nil, nil, lease.Invalid("store", "k8s URLs take no options besides kubeconfig, context and prefix")
+		return nil, nil, lease.Invalid("store", "k8s URLs take no options besides kubeconfig, context, prefix and max_waiters")
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, over)
 	cfg, err := cc.ClientConfig()
@@ -57,6 +57,11 @@ func openK8s(ctx context.Context, u *url.URL, o *Options) (driver.Store, func() 
 	var opts []k8slease.Option
 	if p, ok := o.Take("prefix"); ok {
 		opts = append(opts, k8slease.WithPrefix(p))
+	}
+	if n, ok, err := o.maxWaiters(); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, k8slease.WithMaxWaiters(n))
 	}
 	s, err := k8slease.New(cs, ns, opts...)
 	if err != nil {

@@ -40,19 +40,19 @@ current-context: x
 		t.Fatal(err)
 	}
 	q := url.QueryEscape(kc)
-	s, err := leaseurl.Open(ctx, "k8s://?kubeconfig="+q+"&prefix=app.")
+	s, err := leaseurl.Open(ctx, "k8s://?kubeconfig="+q+"&prefix=app.&max_waiters=3")
 	if err != nil {
 		t.Fatalf("Open with the context's namespace: %v", err)
 	}
-	if ks, ok := leaseurl.Unwrap(s).(*k8slease.Store); !ok || ks.Prefix() != "app." {
-		t.Errorf("Open = %T, want a *k8slease.Store with prefix app.", leaseurl.Unwrap(s))
+	if ks, ok := leaseurl.Unwrap(s).(*k8slease.Store); !ok || ks.Prefix() != "app." || ks.Caps().MaxWaiters != 3 {
+		t.Errorf("Open = %T, want a *k8slease.Store with prefix app. and max_waiters 3", leaseurl.Unwrap(s))
 	}
 	_ = s.Close()
 	for _, u := range []string{
 		"k8s://apiserver:6443/default?kubeconfig=" + q, // the kubeconfig names the server
 		"k8s:///default?kubeconfig=" + q + "&verbose=1",
 		"k8s:///default?kubeconfig=" + q + "&prefix=Bad/Prefix",
-		"k8s:///default?kubeconfig=" + q + "&max_waiters=3", // no FIFO
+		"k8s:///default?kubeconfig=" + q + "&max_waiters=0",
 	} {
 		if s, err := leaseurl.Open(ctx, u); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("Open(%s) = %v, %v; want ErrInvalid", u, s, err)
