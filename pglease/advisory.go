@@ -242,7 +242,11 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 			return a.pid, err
 		})
 	}
-	return a.result(r, s.maxWaiters, err)
+	g, err := a.result(r, s.maxWaiters, err)
+	if a.ok && errors.Is(err, lease.ErrCorrupt) { // granted over a fence we did not write: undo
+		_ = s.Release(ctx, r)
+	}
+	return g, err
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it on its session.
@@ -337,7 +341,9 @@ func (s *AdvisoryStore) Inspect(ctx context.Context, key string) (driver.Info, e
 	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key, s.classID, hash32(key)).Scan(&info.Held, &info.Holder, &fence, &us, &readers)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, corrupt(err))
+	case fence < 0 || (info.Held || readers > 0) && fence == 0:
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: fence %d", key, lease.ErrCorrupt, fence)
 	case !info.Held && readers == 0:
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}

@@ -198,9 +198,11 @@ func stores(t *testing.T) [][2]string {
 	return out
 }
 
-// TestStarve runs, for each store and TTL, 4 holder processes, each on a key
-// of its own (so every loss is a false one), beside busy loops on every
-// core at the same nice, and reports the losses. Settings:
+// TestStarve runs, for each store and TTL, 4 holder processes beside busy
+// loops on every core at the same nice, and reports the losses: each on a
+// key of its own, then all on one key (one holds, three wait, as 4 `lease
+// run` of one job would). Nothing kills or stops a holder, so every loss is
+// a false one. Settings:
 // LEASE_VERIFY_STARVE_TTLS (1s,2s,10s), _DURATION per run (30s), _BURNERS
 // (one per core), _STORES (every store of the environment: file, redis,
 // postgres, postgres-advisory, mysql-table, mysql-getlock, etcd, zookeeper,
@@ -226,16 +228,18 @@ func TestStarve(t *testing.T) {
 		ttls = append(ttls, d)
 	}
 	table := fmt.Sprintf("%d holders per run, %v each, %d busy loops, %s\n\n", 4, dur, burners, time.Now().UTC().Format(time.DateOnly)) +
-		"| store | TTL | holds | false losses (reasons) | renewals failed/sent | renewal p99 / max | load avg | first loss |\n|---|---|---|---|---|---|---|---|\n"
+		"| store | TTL | keys | holds | false losses (reasons) | renewals failed/sent | renewal p99 / max | load avg | first loss |\n|---|---|---|---|---|---|---|---|---|\n"
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, st := range stores(t) {
 		for _, ttl := range ttls {
 			if st[0] == "etcd" && ttl < 2*time.Second {
 				continue // etcd's minimum TTL
 			}
-			row := measure(t, st, ttl, dur, burners, fmt.Sprintf("starve-%s-%d-", id, ttl.Milliseconds()))
-			t.Log(row)
-			table += row + "\n"
+			for _, one := range []bool{false, true} {
+				row := measure(t, st, ttl, dur, burners, one, fmt.Sprintf("starve-%s-%d-%v-", id, ttl.Milliseconds(), one))
+				t.Log(row)
+				table += row + "\n"
+			}
 		}
 	}
 	t.Logf("\n%s", table)
@@ -247,7 +251,7 @@ func TestStarve(t *testing.T) {
 }
 
 // measure runs one store at one TTL and returns its table row.
-func measure(t *testing.T, st [2]string, ttl, dur time.Duration, burners int, key string) string {
+func measure(t *testing.T, st [2]string, ttl, dur time.Duration, burners int, oneKey bool, key string) string {
 	var procs []*exec.Cmd
 	defer func() {
 		for _, p := range procs {
@@ -272,7 +276,11 @@ func measure(t *testing.T, st [2]string, ttl, dur time.Duration, burners int, ke
 	)
 	all.Reasons = map[string]int{}
 	for i := range 4 {
-		spec, _ := json.Marshal(workerConfig{Store: st[1], Key: fmt.Sprintf("%s%s-%d", key, st[0], i), TTL: ttl, Hold: dur})
+		k := fmt.Sprintf("%s%s-%d", key, st[0], i)
+		if oneKey {
+			k = key + st[0]
+		}
+		spec, _ := json.Marshal(workerConfig{Store: st[1], Key: k, TTL: ttl, Hold: dur})
 		p := exec.Command(os.Args[0], "-test.run=^$")
 		p.Env = append(os.Environ(), workerEnv+"="+string(spec))
 		out, err := p.StdoutPipe()
@@ -330,7 +338,11 @@ func measure(t *testing.T, st [2]string, ttl, dur time.Duration, burners int, ke
 	if len(all.Errors) > 0 {
 		first = strings.ReplaceAll(all.Errors[0], "|", "/")
 	}
-	return fmt.Sprintf("| %s | %v | %d | %d (%s) | %d/%d | %v / %v | %s | %.160s |", st[0], ttl, all.Holds, all.Losses,
+	keys := "own"
+	if oneKey {
+		keys = "one"
+	}
+	return fmt.Sprintf("| %s | %v | %s | %d | %d (%s) | %d/%d | %v / %v | %s | %.160s |", st[0], ttl, keys, all.Holds, all.Losses,
 		strings.Join(reasons, ", "), all.RenewFailures, all.Renewals+all.RenewFailures,
 		p99.Round(time.Millisecond), worst.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "), first)
 }
