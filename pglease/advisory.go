@@ -446,7 +446,11 @@ func (s *AdvisoryStore) park(conn *pgx.Conn) {
 // A failure, or a statement run by another server process than the first,
 // ends the session (the server frees its locks); so does the last use of a
 // session without leases, whose connection is parked. fn's ctx keeps ctx's
-// deadline, not its cancellation, which would cut the connection.
+// deadline, not its cancellation, which would cut the connection, and gives
+// the statement at least the session's TTL: a statement cut short ends the
+// session, so a renewal slower than the renew interval (a starved or
+// fsync-bound server) would lose every lease of the session where another
+// store retries it (docs/RELIABILITY.md, "Starved CPU").
 func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(ctx context.Context) (int32, error)) (err error) {
 	sess.mu.Lock()
 	defer func() {
@@ -468,6 +472,9 @@ func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(
 	sctx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
+		if least := time.Now().Add(time.Duration(sess.ttlMs) * time.Millisecond); dl.Before(least) {
+			dl = least
+		}
 		sctx, cancel = context.WithDeadline(sctx, dl)
 		defer cancel()
 	}
