@@ -162,10 +162,11 @@ func (s *Store) read(ctx context.Context, r driver.Request) (state, error) {
 
 // corrupt returns an error matching lease.ErrCorrupt if the writer's key
 // holds what this package never writes: a value without "token NUL", or
-// no etcd lease (a key that would never expire).
+// no etcd lease (a key that would never expire). The error shows the
+// value's size only: a value may hold a token.
 func (st state) corrupt() error {
 	if kv := st.holder; kv != nil && (kv.Lease == 0 || bytes.IndexByte(kv.Value, 0) < 1) {
-		return fmt.Errorf("%w: %s holds %.40q on etcd lease %d", lease.ErrCorrupt, kv.Key, kv.Value, kv.Lease)
+		return fmt.Errorf("%w: %s holds %d bytes that are not a lease's, on etcd lease %d", lease.ErrCorrupt, kv.Key, len(kv.Value), kv.Lease)
 	}
 	return nil
 }

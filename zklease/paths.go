@@ -104,11 +104,12 @@ type nodeData struct {
 }
 
 // decodeData parses a node's data; data encodeData did not write is an
-// error matching lease.ErrCorrupt.
+// error matching lease.ErrCorrupt (which shows its size only: data may hold
+// a token).
 func decodeData(data []byte) (nodeData, error) {
 	var d nodeData
 	if err := json.Unmarshal(data, &d); err != nil || d.TTLms <= 0 || d.Epoch < 0 {
-		return nodeData{}, fmt.Errorf("%w: data %.40q is not a lease's", lease.ErrCorrupt, data)
+		return nodeData{}, fmt.Errorf("%w: its %d bytes of data are not a lease's", lease.ErrCorrupt, len(data))
 	}
 	return d, nil
 }
