@@ -20,6 +20,12 @@ var (
 	ErrNotHeld = errors.New("lease: not held by this token")
 	// ErrInvalid: invalid input. The error is an *InvalidError.
 	ErrInvalid = errors.New("lease: invalid input")
+	// ErrCorrupt: the store answered with data under a lease's keys that it
+	// cannot have written (a value of another type or format, a row with
+	// NULLs or out-of-range numbers, foreign content): a store's operation
+	// refuses it, never grants the key over it and never panics. It heals
+	// only when an operator deletes the data, so Acquire returns it at once.
+	ErrCorrupt = errors.New("lease: corrupt data in the store")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("lease: client closed")
 	// ErrQueueFull: the key's queue of waiters is full; Acquire returns it

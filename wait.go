@@ -53,7 +53,7 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 			sleep = waitFor(held.Remaining, p, token == "" || held.Queued > 0)
 		case ctx.Err() != nil:
 			return nil, c.gaveUp(key, last, start, ctx.Err())
-		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrQueueFull):
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrQueueFull), errors.Is(err, ErrCorrupt):
 			return nil, err
 		default:
 			transient++

@@ -24,8 +24,10 @@
 //     matching lease.ErrHeld (return a *lease.HeldError, with what the store
 //     knows); Renew and Release with a token that no longer holds the key
 //     return one matching lease.ErrNotHeld; input the backend cannot accept,
-//     lease.ErrInvalid; a full queue, a *lease.QueueFullError. Any other
-//     error is transient: the Client may retry.
+//     lease.ErrInvalid; a full queue, a *lease.QueueFullError; data under
+//     the key that the store cannot have written (wrong type, format, NULLs,
+//     out-of-range numbers), lease.ErrCorrupt, and never a grant or a panic.
+//     Any other error is transient: the Client may retry.
 //   - Acquire with the token that already holds the key succeeds again, with
 //     the same fence, and refreshes the TTL: a retried Acquire is idempotent.
 //

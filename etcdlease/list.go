@@ -69,6 +69,11 @@ func (s *Store) list(ctx context.Context, prefix, cursor string, limit int) ([]d
 	}
 	var page []driver.Entry
 	for _, key := range keys {
+		if kv := groups[key][0]; string(kv.Key) == s.keyPath(key) { // the writer's key sorts first
+			if err := (state{holder: kv}).corrupt(); err != nil {
+				return nil, "", fmt.Errorf("etcdlease: list: %w", err)
+			}
+		}
 		e, _, err := s.entry(ctx, key, groups[key])
 		if err != nil {
 			return nil, "", err

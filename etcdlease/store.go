@@ -3,6 +3,7 @@
 package etcdlease
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -155,7 +156,19 @@ func (s *Store) read(ctx context.Context, r driver.Request) (state, error) {
 	if err != nil {
 		return state{}, err
 	}
-	return s.parse(resp.Responses, r), nil
+	st := s.parse(resp.Responses, r)
+	return st, st.corrupt()
+}
+
+// corrupt returns an error matching lease.ErrCorrupt if the writer's key
+// holds what this package never writes: a value without "token NUL", or
+// no etcd lease (a key that would never expire). The error shows the
+// value's size only: a value may hold a token.
+func (st state) corrupt() error {
+	if kv := st.holder; kv != nil && (kv.Lease == 0 || bytes.IndexByte(kv.Value, 0) < 1) {
+		return fmt.Errorf("%w: %s holds %d bytes that are not a lease's, on etcd lease %d", lease.ErrCorrupt, kv.Key, len(kv.Value), kv.Lease)
+	}
+	return nil
 }
 
 // heldBy returns whether kv (a lease key, or nil) carries token.
@@ -585,6 +598,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 		return driver.Info{}, fmt.Errorf("etcdlease: inspect %q: %w", key, err)
 	}
 	st := s.parse(resp.Responses, driver.Request{Key: key})
+	if err := st.corrupt(); err != nil {
+		return driver.Info{}, fmt.Errorf("etcdlease: inspect %q: %w", key, err)
+	}
 	switch {
 	case st.holder != nil:
 		_, holder, _ := strings.Cut(string(st.holder.Value), "\x00")

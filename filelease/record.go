@@ -6,7 +6,6 @@ package filelease
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -19,8 +18,17 @@ import (
 
 // ErrCorrupt is matched by the error of every operation on a lease file that
 // fails its checksum, does not parse or records another key. Such a key is
-// never free: nobody can acquire it until the file is removed by hand.
-var ErrCorrupt = errors.New("filelease: corrupt lease file")
+// never free: nobody can acquire it until the file is removed by hand. It
+// matches lease.ErrCorrupt too.
+var ErrCorrupt error = corruptFile{}
+
+// corruptFile is ErrCorrupt: a lease.ErrCorrupt of the file store.
+type corruptFile struct{}
+
+func (corruptFile) Error() string { return "filelease: corrupt lease file" }
+
+// Unwrap returns lease.ErrCorrupt.
+func (corruptFile) Unwrap() error { return lease.ErrCorrupt }
 
 // maxFile is the longest file read; a longer one is corrupt.
 const maxFile = 16 << 20

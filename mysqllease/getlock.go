@@ -40,6 +40,7 @@ type held struct {
 	conn  *sql.Conn
 	fence uint64
 	lock  string
+	ttl   time.Duration // the lease's: the least time its statements get
 }
 
 func newGetLock(b base) *GetLockStore {
@@ -76,7 +77,7 @@ func (s *GetLockStore) Acquire(ctx context.Context, r driver.Request) (driver.Gr
 	if h := s.lookup(r); h != nil && s.Renew(ctx, r) == nil {
 		return driver.Grant{Fence: h.fence}, nil // a failed renewal ended the lease: take the key afresh
 	}
-	h := &held{lock: lockName(s.prefix, r.Key)}
+	h := &held{lock: lockName(s.prefix, r.Key), ttl: r.TTL}
 	err := s.on(ctx, h, func(ctx context.Context) (err error) {
 		if h.conn, err = s.db.Conn(ctx); err != nil {
 			return err
@@ -186,13 +187,18 @@ func (s *GetLockStore) lookup(r driver.Request) *held {
 
 // on runs fn, statements on h's connection, one at a time, with ctx's
 // deadline but not its cancellation: the driver cuts the connection of a
-// cancelled statement, which would give up the lock.
+// cancelled statement, which would give up the lock. For the same reason a
+// statement gets at least the lease's TTL: a renewal slower than the renew
+// interval then still keeps the lease (docs/RELIABILITY.md, "Starved CPU").
 func (s *GetLockStore) on(ctx context.Context, h *held, fn func(ctx context.Context) error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sctx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
+		if least := time.Now().Add(h.ttl); dl.Before(least) {
+			dl = least
+		}
 		sctx, cancel = context.WithDeadline(sctx, dl)
 		defer cancel()
 	}

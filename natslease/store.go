@@ -167,11 +167,16 @@ func (s *Store) get(ctx context.Context, key string) (state, error) {
 	return decode(m.Data, m.Sequence, m.Time)
 }
 
-// decode parses a record written at revision rev and time created.
+// decode parses a record written at revision rev and time created; a
+// value this package did not write is an error matching lease.ErrCorrupt.
 func decode(value []byte, rev uint64, created time.Time) (state, error) {
 	st := state{rev: rev, created: created}
-	if err := json.Unmarshal(value, &st.record); err != nil {
-		return state{}, fmt.Errorf("revision %d is not a lease record: %w", rev, err)
+	err := json.Unmarshal(value, &st.record)
+	if err == nil && (st.TTL < 0 || st.Token != "" && st.TTL == 0) {
+		err = fmt.Errorf("a holder with TTL %v", st.TTL)
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("%w: revision %d is not a lease record: %w", lease.ErrCorrupt, rev, err)
 	}
 	return st, nil
 }

@@ -242,7 +242,11 @@ func (s *AdvisoryStore) Acquire(ctx context.Context, r driver.Request) (driver.G
 			return a.pid, err
 		})
 	}
-	return a.result(r, s.maxWaiters, err)
+	g, err := a.result(r, s.maxWaiters, err)
+	if a.ok && errors.Is(err, lease.ErrCorrupt) { // granted over a fence we did not write: undo
+		_ = s.Release(ctx, r)
+	}
+	return g, err
 }
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it on its session.
@@ -337,7 +341,9 @@ func (s *AdvisoryStore) Inspect(ctx context.Context, key string) (driver.Info, e
 	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key, s.classID, hash32(key)).Scan(&info.Held, &info.Holder, &fence, &us, &readers)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, corrupt(err))
+	case fence < 0 || (info.Held || readers > 0) && fence == 0:
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: fence %d", key, lease.ErrCorrupt, fence)
 	case !info.Held && readers == 0:
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}
@@ -440,7 +446,11 @@ func (s *AdvisoryStore) park(conn *pgx.Conn) {
 // A failure, or a statement run by another server process than the first,
 // ends the session (the server frees its locks); so does the last use of a
 // session without leases, whose connection is parked. fn's ctx keeps ctx's
-// deadline, not its cancellation, which would cut the connection.
+// deadline, not its cancellation, which would cut the connection, and gives
+// the statement at least the session's TTL: a statement cut short ends the
+// session, so a renewal slower than the renew interval (a starved or
+// fsync-bound server) would lose every lease of the session where another
+// store retries it (docs/RELIABILITY.md, "Starved CPU").
 func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(ctx context.Context) (int32, error)) (err error) {
 	sess.mu.Lock()
 	defer func() {
@@ -462,6 +472,9 @@ func (s *AdvisoryStore) exec(ctx context.Context, sess *session, n int, fn func(
 	sctx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
+		if least := time.Now().Add(time.Duration(sess.ttlMs) * time.Millisecond); dl.Before(least) {
+			dl = least
+		}
 		sctx, cancel = context.WithDeadline(sctx, dl)
 		defer cancel()
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease"
@@ -271,7 +272,9 @@ func (b *base) queueAcquire(batch *pgx.Batch, r driver.Request, sql string, a *a
 func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Grant, error) {
 	switch {
 	case err != nil:
-		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, err)
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, corrupt(err))
+	case a.fence <= 0 && (a.ok || a.ours || a.live):
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w: fence %d", r.Key, lease.ErrCorrupt, a.fence)
 	case a.ok || a.ours:
 		return driver.Grant{Fence: uint64(a.fence)}, nil
 	case r.Queue && a.enqd == 0:
@@ -308,9 +311,9 @@ func (b *base) renew(ctx context.Context, q querier, sql string, rs []driver.Req
 	err = q.QueryRow(ctx, sql, append([]any{b.ns, keys, tokens, ttls}, extra...)...).Scan(&at, &got, &pid, nil)
 	fences = make([]int64, len(rs))
 	for j := 0; err == nil && j < len(at); j++ {
-		fences[at[j]-1] = got[j]
+		fences[at[j]-1] = max(got[j], 0) // a fence we did not write: not renewed
 	}
-	return fences, pid, err
+	return fences, pid, corrupt(err)
 }
 
 // opErr is op's error on key: err, or lease.ErrNotHeld if !held.
@@ -320,7 +323,19 @@ func opErr(op, key string, held bool, err error) error {
 	} else if err == nil {
 		err = lease.ErrNotHeld
 	}
-	return fmt.Errorf("pglease: %s %q: %w", op, key, err)
+	return fmt.Errorf("pglease: %s %q: %w", op, key, corrupt(err))
+}
+
+// corrupt wraps lease.ErrCorrupt into err if it is about data we did not
+// write: a data exception (SQLSTATE class 22: a number out of range, JSON of
+// another shape) or a value that does not scan.
+func corrupt(err error) error {
+	var pe *pgconn.PgError
+	var se pgx.ScanArgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22") || errors.As(err, &se) {
+		return fmt.Errorf("%w: %w", lease.ErrCorrupt, err)
+	}
+	return err
 }
 
 // Inspect reports who holds key; for a free key, Fence is the last granted.
@@ -330,7 +345,9 @@ func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	err := b.pool.QueryRow(ctx, b.inspectSQL, append([]any{b.ns, key}, b.lockArgs(key)...)...).Scan(&info.Held, &info.Holder, &fence, &us)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, corrupt(err))
+	case fence < 0 || info.Held && fence == 0:
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: fence %d", key, lease.ErrCorrupt, fence)
 	case !info.Held: // a free key, or one never taken
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	}

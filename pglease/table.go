@@ -311,7 +311,9 @@ func (s *TableStore) Inspect(ctx context.Context, key string) (driver.Info, erro
 	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key).Scan(&info.Held, &info.Shared, &info.Holder, &fence, &us, &readers)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, err)
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, corrupt(err))
+	case fence < 0 || info.Held && fence == 0:
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: fence %d", key, lease.ErrCorrupt, fence)
 	case !info.Held:
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	case info.Shared:

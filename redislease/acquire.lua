@@ -17,7 +17,7 @@ local t, now = clock()
 local tok, fence, holder
 local lease = redis.call('GET', KEYS[1])
 if lease then
-  tok, fence, holder = string.match(lease, '^([^%z]*)%z(%d+)%z(.*)$')
+  tok, fence, holder = decode(lease)
   if tok == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return fence
@@ -56,7 +56,10 @@ if (not lease or readers and shared) and blocked == 0 then
   end
   if not lease then
     -- The clock term keeps fences growing if Redis lost the counter.
-    local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+    local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+    if not last then
+      error({err = 'CORRUPT the fence counter ' .. KEYS[2] .. ' is not a number'})
+    end
     fence = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
     redis.call('SET', KEYS[2], fence)
     if shared then

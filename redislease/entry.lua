@@ -7,7 +7,7 @@ local function entry(now)
   local hs, ws = {}, {}
   local lease = redis.call('GET', KEYS[1])
   if lease then
-    local tok, fence, holder = string.match(lease, '^([^%z]*)%z(%d+)%z(.*)$')
+    local tok, fence, holder = decode(lease)
     if tok ~= '' then
       hs = {tok, holder or '', fence or '0', redis.call('PTTL', KEYS[1]), 0}
     else

@@ -3,7 +3,7 @@
 -- {0, '', the counter KEYS[2] or '0', 0, 0}.
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  local tok, fence, holder = string.match(cur, '^([^%z]*)%z(%d+)%z(.*)$')
+  local tok, fence, holder = decode(cur)
   local n = 0
   if tok == '' then
     local _, now = clock()

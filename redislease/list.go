@@ -118,7 +118,7 @@ func (s *Store) Break(ctx context.Context, key string) (driver.Entry, error) {
 // entryOf reads entry.lua's reply v (see there) of key.
 func entryOf(key string, v any, err error) (driver.Entry, error) {
 	if err != nil {
-		return driver.Entry{}, err
+		return driver.Entry{}, corrupt(err)
 	}
 	parts, _ := v.([]any)
 	if len(parts) != 3 {

@@ -5,6 +5,17 @@
 -- zset of readers (token -> expiry, server ms) and a hash token -> holder,
 -- with the same expiry.
 
+-- decode splits lease value v (token NUL fence NUL holder) and raises a
+-- CORRUPT error for anything else (store.go maps it to lease.ErrCorrupt):
+-- a value we did not write never reads as a free key or as ours.
+local function decode(v)
+  local tok, fence, holder = string.match(v, '^([^%z]*)%z(%d+)%z(.*)$')
+  if not tok or #fence > 19 then
+    error({err = 'CORRUPT the value of ' .. KEYS[1] .. ' is not a lease'})
+  end
+  return tok, fence, holder
+end
+
 -- clock returns the server TIME reply and the server time in ms.
 local function clock()
   local t = redis.call('TIME')

@@ -10,6 +10,9 @@
 -- Returns 1 when released, 0 when ARGV[1] did not hold the key.
 local _, now = clock()
 local lease = redis.call('GET', KEYS[1])
+if lease then
+  decode(lease)
+end
 local readers = lease and string.byte(lease) == 0
 local mine, m = false, ARGV[1]
 if ARGV[4] == '1' then

@@ -8,6 +8,9 @@ local function notheld()
   return (tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1])) or 0) > now and -1 or 0
 end
 local cur = redis.call('GET', KEYS[1])
+if cur then
+  decode(cur)
+end
 if ARGV[3] ~= '1' then
   if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])

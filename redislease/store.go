@@ -192,13 +192,13 @@ func (s *Store) acquireArgs(r driver.Request) []any {
 
 // granted reads acquire.lua's reply v (or err) for r.
 func (s *Store) granted(r driver.Request, v any, err error) (driver.Grant, error) {
-	if err != nil {
+	if err = corrupt(err); err != nil {
 		return driver.Grant{}, fmt.Errorf("redislease: acquire %q: %w", r.Key, err)
 	}
 	if f, ok := v.(string); ok {
 		fence, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			return driver.Grant{}, fmt.Errorf("redislease: acquire %q: fence: %w", r.Key, err)
+			return driver.Grant{}, fmt.Errorf("redislease: acquire %q: fence: %w: %w", r.Key, lease.ErrCorrupt, err)
 		}
 		return driver.Grant{Fence: fence}, nil
 	}
@@ -302,7 +302,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err == nil {
 		f, err = fields(v, 5)
 	}
-	if err != nil {
+	if err = corrupt(err); err != nil {
 		return driver.Info{}, fmt.Errorf("redislease: inspect %q: %w", key, err)
 	}
 	readers := int(num(f[4]))
@@ -315,13 +315,23 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 func result(op, key string, v any, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislease: %s %q: %w", op, key, err)
+		return fmt.Errorf("redislease: %s %q: %w", op, key, corrupt(err))
 	case v == int64(-1):
 		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrBroken)
 	case v != int64(1):
 		return fmt.Errorf("redislease: %s %q: %w", op, key, lease.ErrNotHeld)
 	}
 	return nil
+}
+
+// corrupt wraps lease.ErrCorrupt into the error of data we did not write
+// under our keys: a script's CORRUPT error, or WRONGTYPE for a key of
+// another type.
+func corrupt(err error) error {
+	if redis.HasErrorPrefix(err, "CORRUPT") || redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return fmt.Errorf("%w: %w", lease.ErrCorrupt, err)
+	}
+	return err
 }
 
 // fields reads a script's table reply of n strings or integers.

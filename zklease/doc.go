@@ -35,6 +35,9 @@
 // finds the lowest node expired deletes it (version-checked, so a renewal
 // racing with it wins). So a live process that stopped renewing one lease,
 // or a waiter that stopped asking, delays the others by at most one TTL.
+// A node whose data this package did not write (not its JSON, no TTL) is
+// never judged: operations that read it fail with lease.ErrCorrupt until it
+// is deleted by hand.
 // The TTL may not exceed the negotiated session timeout (Caps.MaxTTL).
 //
 // Announcements: while a subscription is open, an Acquire that finds the

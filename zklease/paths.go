@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -100,6 +101,17 @@ type nodeData struct {
 	Holder string `json:"holder,omitempty"`
 	TTLms  int64  `json:"ttl_ms"`
 	Epoch  int64  `json:"epoch,omitempty"` // a reader's fence, when not its czxid
+}
+
+// decodeData parses a node's data; data encodeData did not write is an
+// error matching lease.ErrCorrupt (which shows its size only: data may hold
+// a token).
+func decodeData(data []byte) (nodeData, error) {
+	var d nodeData
+	if err := json.Unmarshal(data, &d); err != nil || d.TTLms <= 0 || d.Epoch < 0 {
+		return nodeData{}, fmt.Errorf("%w: its %d bytes of data are not a lease's", lease.ErrCorrupt, len(data))
+	}
+	return d, nil
 }
 
 func encodeData(r driver.Request, epoch int64) []byte {

@@ -4,7 +4,6 @@ package zklease
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -73,8 +72,10 @@ func (s *Store) read(key, p string, held bool) (entry, error) {
 	} else if err != nil {
 		return entry{}, fmt.Errorf("read %s: %w", redactPath(p), err)
 	}
-	var d nodeData
-	_ = json.Unmarshal(data, &d) // unreadable data reads as TTL 0: expired
+	d, err := decodeData(data)
+	if err != nil {
+		return entry{}, fmt.Errorf("node %s: %w", redactPath(p), err)
+	}
 	return entry{key: key, path: p, version: st.Version, mtime: st.Mtime, ttlMs: d.TTLms, czxid: st.Czxid, epoch: d.Epoch, holder: d.Holder, held: held}, nil
 }
 
