@@ -77,6 +77,14 @@ type Config struct {
 	Command []string
 	// Log, if set, receives progress lines.
 	Log func(format string, args ...any)
+	// Sample > 0 samples every worker process's RSS, open file descriptors
+	// and goroutines at this interval (Report.Samples) and checks them for
+	// growth with DefaultGrowth (Report.Trends; growth is a violation).
+	Sample time.Duration
+	// Survivors: the nemesis never kills the first Survivors workers (it
+	// still pauses them, delays and cuts their connections), so that a long
+	// run has processes that live through all of it.
+	Survivors int
 }
 
 // Report is the outcome of a run.
@@ -109,6 +117,9 @@ type Report struct {
 	Visualization string   // path of the HTML visualization of a failing history
 	Violations    []string // what went wrong
 	WorkerErrors  []string // the last lines the workers wrote to stderr (acquire failures, ...)
+	// Config.Sample > 0: the samples and the processes judged for growth.
+	Samples []Sample
+	Trends  []ProcessTrend
 }
 
 // OK reports whether the run found no violation.
@@ -153,6 +164,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "longest fail-over  %v\n", r.LongestFailover.Round(time.Millisecond))
 	fmt.Fprintf(&b, "linearizable       %v\n", r.Linearizable)
 	fmt.Fprintf(&b, "without fencing    %d operations of superseded holders would have been let through (%d overlapping holder pairs)\n", r.UnfencedLetThrough, r.OverlappingHolders)
+	b.WriteString(r.resourcesString())
 	if r.Visualization != "" {
 		fmt.Fprintf(&b, "visualization      %s\n", r.Visualization)
 	}
@@ -187,6 +199,7 @@ type runner struct {
 	deaths   []death
 	stderr   []string
 	acquired bool // a worker has acquired the lease
+	samples  []Sample
 	wg       sync.WaitGroup
 }
 
@@ -298,7 +311,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 		r.proxies = append(r.proxies, p)
 		wc := workerConfig{ID: i, Store: storeURL, Prefix: cfg.Prefix, Key: cfg.Prefix + "key", TTL: cfg.TTL,
-			Register: cfg.Register, Careless: i%2 == 1, Workload: cfg.Workload}
+			Register: cfg.Register, Careless: i%2 == 1, Workload: cfg.Workload, Stats: cfg.Sample}
 		switch cfg.Workload {
 		case WorkloadReadWrite:
 			wc.Reader = i%3 != 0 // workers 0, 3, ... write; the others read
@@ -362,6 +375,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	analyse(rep, recs)
 	failovers(rep, recs, deaths, cfg.TTL, max(cfg.TTL, 2*time.Second))
 	rep.WorkerErrors = r.stderrTail()
+	r.resources(rep)
 	if rep.Acquisitions == 0 {
 		rep.Violations = append(rep.Violations, "no worker ever acquired the lease")
 	}
@@ -372,7 +386,8 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if cfg.Workload == WorkloadTransfer {
 		m = pairModel.ToModel()
 	}
-	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), time.Minute)
+	limit := max(time.Minute, cfg.Duration/10) // a long run's history is long
+	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), limit)
 	rep.Linearizable = res == porcupine.Ok
 	switch res {
 	case porcupine.Illegal:
@@ -389,7 +404,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 		rep.Violations = append(rep.Violations, "the history is not linearizable against the fenced lock/register model")
 	case porcupine.Unknown:
-		rep.Violations = append(rep.Violations, "porcupine could not decide within a minute")
+		rep.Violations = append(rep.Violations, fmt.Sprintf("porcupine could not decide within %v", limit))
 	}
 	return rep, nil
 }
@@ -486,6 +501,9 @@ func (r *runner) observe(rec record) {
 	}
 	switch rec.Op {
 	case "ready":
+		return
+	case statsOp:
+		r.sampled(rec)
 		return
 	case "acquire":
 		r.holder[rec.W] = rec.Fence
