@@ -386,7 +386,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if cfg.Workload == WorkloadTransfer {
 		m = pairModel.ToModel()
 	}
-	limit := max(time.Minute, cfg.Duration/10) // a long run's history is long
+	limit := max(time.Minute, cfg.Duration/3) // a long run's history is long: 10 min for 30 min
 	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), limit)
 	rep.Linearizable = res == porcupine.Ok
 	switch res {
