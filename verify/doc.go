@@ -74,4 +74,13 @@
 // or past its local deadline (a process paused between the grant and the
 // return; for AcquireAll, also a first key lost while the others were
 // acquired): the model then places each key's acquisition on its own.
+//
+// Long runs set [Config.Sample]: every worker reports its goroutine count
+// over its output at that interval, and the harness reads the process's RSS
+// and open file descriptors from /proc at once ([Sample]). [CheckGrowth]
+// judges each process that lived long enough ([DefaultGrowth]: after a
+// warm-up, the median of the last third of its samples against the first
+// third's, within a fixed and a relative margin); growth is a violation.
+// [Config.Survivors] keeps the first workers from being killed, so that
+// some processes live through the whole run.
 package verify

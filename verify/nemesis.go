@@ -60,7 +60,11 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 	ttl := r.cfg.TTL
 	switch kind {
 	case FaultKill, FaultStop:
-		id, fence, w := r.holderWithin(ctx, 2*ttl)
+		pick := r.holderWithin
+		if kind == FaultKill && r.cfg.Survivors > 0 {
+			pick = r.killableHolderWithin
+		}
+		id, fence, w := pick(ctx, 2*ttl)
 		if w == nil {
 			return false
 		}

@@ -84,6 +84,14 @@ type Config struct {
 	// this network (netns.go), for the network faults (NetFaults); it
 	// replaces the proxy (no latency or cut faults).
 	Net *Net
+	// Sample > 0 samples every worker process's RSS, open file descriptors
+	// and goroutines at this interval (Report.Samples) and checks them for
+	// growth with DefaultGrowth (Report.Trends; growth is a violation).
+	Sample time.Duration
+	// Survivors: the nemesis never kills the first Survivors workers (it
+	// still pauses them, delays and cuts their connections), so that a long
+	// run has processes that live through all of it.
+	Survivors int
 }
 
 // Report is the outcome of a run.
@@ -117,6 +125,9 @@ type Report struct {
 	Visualization string   // path of the HTML visualization of a failing history
 	Violations    []string // what went wrong
 	WorkerErrors  []string // the last lines the workers wrote to stderr (acquire failures, ...)
+	// Config.Sample > 0: the samples and the processes judged for growth.
+	Samples []Sample
+	Trends  []ProcessTrend
 }
 
 // OK reports whether the run found no violation.
@@ -162,6 +173,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "longest fail-over  %v\n", r.LongestFailover.Round(time.Millisecond))
 	fmt.Fprintf(&b, "linearizable       %v\n", r.Linearizable)
 	fmt.Fprintf(&b, "without fencing    %d operations of superseded holders would have been let through (%d overlapping holder pairs)\n", r.UnfencedLetThrough, r.OverlappingHolders)
+	b.WriteString(r.resourcesString())
 	if r.Visualization != "" {
 		fmt.Fprintf(&b, "visualization      %s\n", r.Visualization)
 	}
@@ -198,6 +210,7 @@ type runner struct {
 	steps    []clockStep // forward steps of the store's clock
 	stderr   []string
 	acquired bool // a worker has acquired the lease
+	samples  []Sample
 	wg       sync.WaitGroup
 }
 
@@ -322,7 +335,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 		r.proxies = append(r.proxies, p)
 		wc := workerConfig{ID: i, Store: storeURL, Prefix: cfg.Prefix, Key: cfg.Prefix + "key", TTL: cfg.TTL,
-			Register: cfg.Register, Careless: i%2 == 1, Workload: cfg.Workload}
+			Register: cfg.Register, Careless: i%2 == 1, Workload: cfg.Workload, Stats: cfg.Sample}
 		switch cfg.Workload {
 		case WorkloadReadWrite:
 			wc.Reader = i%3 != 0 // workers 0, 3, ... write; the others read
@@ -388,6 +401,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	failovers(rep, recs, deaths, cfg.TTL, max(cfg.TTL, 2*time.Second))
 	earlyGrants(rep, recs, steps, r.log)
 	rep.WorkerErrors = r.stderrTail()
+	r.resources(rep)
 	if rep.Acquisitions == 0 {
 		rep.Violations = append(rep.Violations, "no worker ever acquired the lease")
 	}
@@ -398,7 +412,8 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if cfg.Workload == WorkloadTransfer {
 		m = pairModel.ToModel()
 	}
-	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), time.Minute)
+	limit := max(time.Minute, cfg.Duration/3) // a long run's history is long: 10 min for 30 min
+	res, info := porcupine.CheckOperationsVerbose(m, history(recs, end), limit)
 	rep.Linearizable = res == porcupine.Ok
 	switch res {
 	case porcupine.Illegal:
@@ -415,7 +430,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 		rep.Violations = append(rep.Violations, "the history is not linearizable against the fenced lock/register model")
 	case porcupine.Unknown:
-		rep.Violations = append(rep.Violations, "porcupine could not decide within a minute")
+		rep.Violations = append(rep.Violations, fmt.Sprintf("porcupine could not decide within %v", limit))
 	}
 	return rep, nil
 }
@@ -516,6 +531,9 @@ func (r *runner) observe(rec record) {
 	}
 	switch rec.Op {
 	case "ready":
+		return
+	case statsOp:
+		r.sampled(rec)
 		return
 	case "acquire":
 		r.holder[rec.W] = rec.Fence

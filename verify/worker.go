@@ -34,6 +34,7 @@ type workerConfig struct {
 	Workload string        `json:"workload"` // "" (WorkloadRegister), WorkloadReadWrite, WorkloadTransfer
 	Reader   bool          `json:"reader"`   // read-write: a reader (AcquireShared, reads only)
 	Key2     string        `json:"key2"`     // transfer: the second key
+	Stats    time.Duration `json:"stats"`    // >0: report runtime.NumGoroutine at this interval
 }
 
 // record is one line of a worker's output: an operation or a notice.
@@ -112,6 +113,9 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		return err
 	}
 	defer client.Close()
+	if cfg.Stats > 0 {
+		go reportStats(ctx, out, cfg.Stats)
+	}
 	if cfg.Workload == WorkloadTransfer {
 		pair, err := openPairRegister(ctx, cfg.Register)
 		if err != nil {
