@@ -355,9 +355,7 @@ func Execute(ctx context.Context, env *Env, plan Plan, logf func(string, ...any)
 			}
 		}
 		logf("many-keys: %d systems one after the other, %d goroutines, %d keys, %v each", len(mk), plan.MKWorkers, plan.MKKeys, plan.MKDur)
-		for _, r := range runManyKeys(ctx, env, mk, plan.MKWorkers, plan.MKKeys, plan.MKDur, redisAddr, private, logf) {
-			results = append(results, r)
-		}
+		results = append(results, runManyKeys(ctx, env, mk, plan.MKWorkers, plan.MKKeys, plan.MKDur, redisAddr, private, logf)...)
 	}
 	if has("held-100k") {
 		var stores []string

@@ -45,19 +45,6 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
-// procsCPU sums procCPU over pids.
-func procsCPU(pids []int) (time.Duration, error) {
-	var sum time.Duration
-	for _, p := range pids {
-		d, err := procCPU(p)
-		if err != nil {
-			return 0, err
-		}
-		sum += d
-	}
-	return sum, nil
-}
-
 // listenerPID returns the pid of the process listening on addr's TCP port
 // on this machine (addr "host:port" or "scheme://host:port").
 func listenerPID(addr string) (int, error) {

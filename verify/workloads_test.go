@@ -34,7 +34,9 @@ func TestTransfer(t *testing.T) { t.Parallel(); everyStore(t, verify.WorkloadTra
 func TestTransferK8s(t *testing.T) {
 	t.Parallel()
 	faults := []string{verify.FaultKill, verify.FaultStop}
-	rep := run(t, verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 0),
+	// 15 s: each k8slease acquisition is several apiserver round trips (the
+	// waiters' list too), and a run needs 10 to prove anything.
+	rep := run(t, verify.Config{Store: k8sURL(t), TTL: time.Second, Duration: workloadDuration(t, 15*time.Second),
 		Faults: faults, Workload: verify.WorkloadTransfer})
 	checkWorkload(t, rep, faults...)
 }
