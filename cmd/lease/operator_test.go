@@ -97,7 +97,10 @@ func TestListBreakWatchOnEveryStore(t *testing.T) {
 			waitFor(t, 20*time.Second, "lease watch to start", func() bool { return strings.Contains(events.String(), "watching") })
 			time.Sleep(500 * time.Millisecond) // its first listing
 
-			holder := holdInBackground(t, store, key, "--ttl", "3s")
+			// 6 s: a break's tombstone lives until the evicted hold would have
+			// expired, and lease watch must list it before then to say
+			// "broken" (at 3 s a loaded machine made it miss ZooKeeper's).
+			holder := holdInBackground(t, store, key, "--ttl", "6s")
 			fenceFile := filepath.Join(t.TempDir(), "fence")
 			waiter, waiterOut := background(t, "run", "-s", store, key, "--holder", "waiter", "--",
 				"sh", "-c", `echo "$LEASE_FENCE" > "$0"`, fenceFile)
