@@ -148,14 +148,21 @@ func (c *Client) tick() time.Time {
 func (c *Client) renew(sent time.Time, due []*Lease) {
 	// No later than the earliest deadline (the leases are lost then anyway),
 	// no longer than a renew interval (a hung call leaves time to retry).
-	timeout := time.Duration(1<<63 - 1)
 	// The most urgent first: a call cut short by the timeout then fails the
 	// leases with the most time left to retry.
 	slices.SortFunc(due, func(a, b *Lease) int { return a.deadline.Compare(b.deadline) })
+	left, interval := due[0].deadline.Sub(sent), due[0].p.renew
 	for _, l := range due {
-		timeout = max(min(timeout, l.deadline.Sub(sent), l.p.renew), time.Millisecond)
+		interval = min(interval, l.p.renew)
 	}
+	timeout := max(min(left, interval), time.Millisecond)
 	if c.batch != nil && len(due) > 1 {
+		// A round's time grows with its size: 100,000 leases on a busy
+		// PostgreSQL take about an interval. A round a little slower must
+		// not fail whole (and its retry, with less time, fail again): a
+		// batch may run until half an interval before the earliest
+		// deadline, time enough for one retry if it hangs.
+		timeout = max(timeout, left-interval/2)
 		reqs := make([]driver.Request, len(due))
 		for i, l := range due {
 			reqs[i] = l.req
