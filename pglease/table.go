@@ -23,6 +23,7 @@ import (
 type TableStore struct {
 	base
 	acquireSQL, sharedSQL, renewSQL, releaseSQL, infoSQL string
+	writersSQL                                           string // renewSQL for writers alone
 }
 
 // rowLive is true when the key's row c names a live holder: a writer's
@@ -177,6 +178,7 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 		acquireSQL: b.sql(fill(tableAcquire, "QUEUE", queue)),
 		sharedSQL:  b.sql(fill(sharedAcquire, "QUEUE", fill(queue, "SHARED", "true"))),
 		renewSQL:   b.sql(tableRenew),
+		writersSQL: b.sql(fill(renewSQL, "COND", "r.token <> '' AND l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
 		releaseSQL: b.sql(fill(tableRelease, "FREE", noWriter)),
 		infoSQL: b.sql(`SELECT ` + rowLive + `, COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
 	(SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) FROM T c WHERE c.ns = $1 AND c.key = $2`),
@@ -235,9 +237,15 @@ func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
 }
 
 // RenewMany renews rs, writers and readers, in one statement (a second
-// tells a broken lease from a lost one).
+// tells a broken lease from a lost one). Without readers it is renewSQL's
+// plain update: the readers' part of tableRenew, which groups every request
+// by key, about doubles the cost of a round of 100,000 writers.
 func (s *TableStore) RenewMany(ctx context.Context, rs []driver.Request) []error {
-	fences, _, err := s.renew(ctx, s.pool, s.renewSQL, rs)
+	sql := s.writersSQL
+	if slices.ContainsFunc(rs, func(r driver.Request) bool { return r.Shared }) {
+		sql = s.renewSQL
+	}
+	fences, _, err := s.renew(ctx, s.pool, sql, rs)
 	errs := make([]error, len(rs))
 	for i, r := range rs {
 		errs[i] = opErr("renew", r.Key, fences[i] != 0, err)
