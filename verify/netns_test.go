@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,43 +62,38 @@ func partitionDuration(t *testing.T, ci time.Duration) time.Duration {
 // comes late in the run.
 var workerFaults = []string{verify.FaultPartitionHeal, verify.FaultPartition, verify.FaultOneWay, verify.FaultLoss}
 
+// partitionWorkers runs the worker faults in turn on cfg's store, reached
+// through relays from a new network (cfg.Net, unless set), for ci at CI
+// size, and checks the run. The register stays a file: a worker cut off
+// from the store can still write the resource, which is what fencing must
+// catch.
+func partitionWorkers(t *testing.T, cfg verify.Config, ci time.Duration) {
+	t.Helper()
+	if cfg.Net == nil {
+		cfg.Net = newNet(t)
+	}
+	cfg.Faults, cfg.Duration = workerFaults, partitionDuration(t, ci)
+	check(t, run(t, cfg), workerFaults...)
+}
+
 func TestPartitionRedis(t *testing.T) {
 	t.Parallel()
-	addr := leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
-	n := newNet(t)
-	rep := run(t, verify.Config{Store: "redis://" + addr + "/0", TTL: time.Second, Net: n, Faults: workerFaults,
-		Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: redisURL(t), TTL: time.Second}, 40*time.Second)
 }
 
 func TestPartitionPostgres(t *testing.T) {
 	t.Parallel()
-	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
-	n := newNet(t)
-	id := strconv.FormatInt(time.Now().UnixNano(), 36)
-	// The register stays a file: a worker cut off from the store can still
-	// write the resource, which is what fencing must catch.
-	rep := run(t, verify.Config{Store: dsn, TTL: time.Second, Net: n, Prefix: "verify-netns-" + id + "-",
-		Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: postgresURL(t, ""), TTL: time.Second}, 40*time.Second)
 }
 
 func TestPartitionEtcd(t *testing.T) {
 	t.Parallel()
-	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
-	n := newNet(t)
-	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second, Net: n,
-		Faults: workerFaults, Duration: partitionDuration(t, 55*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: etcdURL(t), TTL: 2 * time.Second}, 55*time.Second)
 }
 
 func TestPartitionZooKeeper(t *testing.T) {
 	t.Parallel()
-	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
-	n := newNet(t)
-	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second,
-		Net: n, Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: zkURL(t), TTL: time.Second}, 40*time.Second)
 }
 
 // TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each
