@@ -96,6 +96,16 @@ func TestPartitionZooKeeper(t *testing.T) {
 	partitionWorkers(t, verify.Config{Store: zkURL(t), TTL: time.Second}, 40*time.Second)
 }
 
+// TestPartitionPostgresAdvisory: advisory mode, where a lease is a lock of
+// the holder store's session. The relay keeps the server's side of a
+// partitioned holder's connection open, so it is idle_session_timeout (the
+// TTL) that ends the session and frees the lock; a holder that gives its
+// connection up (one-way loss: its close still arrives) frees it at once.
+func TestPartitionPostgresAdvisory(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: postgresURL(t, "advisory"), TTL: time.Second}, 40*time.Second)
+}
+
 // TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each
 // member in a namespace of its own; the nemesis isolates the leader together
 // with the holder (the two still reach each other), and partitions the
