@@ -106,6 +106,11 @@ func TestPartitionPostgresAdvisory(t *testing.T) {
 	partitionWorkers(t, verify.Config{Store: postgresURL(t, "advisory"), TTL: time.Second}, 40*time.Second)
 }
 
+func TestPartitionNATS(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: natsURL(t), TTL: time.Second}, 40*time.Second)
+}
+
 // TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each
 // member in a namespace of its own; the nemesis isolates the leader together
 // with the holder (the two still reach each other), and partitions the
