@@ -96,14 +96,23 @@ func TestPartitionZooKeeper(t *testing.T) {
 	partitionWorkers(t, verify.Config{Store: zkURL(t), TTL: time.Second}, 40*time.Second)
 }
 
-// TestPartitionPostgresAdvisory: advisory mode, where a lease is a lock of
-// the holder store's session. The relay keeps the server's side of a
-// partitioned holder's connection open, so it is idle_session_timeout (the
-// TTL) that ends the session and frees the lock; a holder that gives its
-// connection up (one-way loss: its close still arrives) frees it at once.
+// TestPartitionPostgresAdvisory: the lock lives as long as the holder's
+// session, which the relay keeps open: idle_session_timeout (the TTL) must
+// end it.
 func TestPartitionPostgresAdvisory(t *testing.T) {
 	t.Parallel()
 	partitionWorkers(t, verify.Config{Store: postgresURL(t, "advisory"), TTL: time.Second}, 40*time.Second)
+}
+
+func TestPartitionMySQL(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: mysqlURL(t, "table"), TTL: time.Second}, 40*time.Second)
+}
+
+// TestPartitionMySQLGetLock: the same with a connection's wait_timeout.
+func TestPartitionMySQLGetLock(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: mysqlURL(t, "getlock"), TTL: time.Second}, 40*time.Second)
 }
 
 func TestPartitionNATS(t *testing.T) {
