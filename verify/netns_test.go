@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/leasekit/lease/internal/zktest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
@@ -118,6 +120,61 @@ func TestPartitionMySQLGetLock(t *testing.T) {
 func TestPartitionNATS(t *testing.T) {
 	t.Parallel()
 	partitionWorkers(t, verify.Config{Store: natsURL(t), TTL: time.Second}, 40*time.Second)
+}
+
+// TestPartitionK8s: the kube-apiserver of LEASE_TEST_K8S_KUBECONFIG, through
+// a relay (k8sRelayed). Named for scripts/test's -run K8s step.
+func TestPartitionK8s(t *testing.T) {
+	t.Parallel()
+	store := k8sURL(t)
+	n := newNet(t)
+	partitionWorkers(t, verify.Config{Store: k8sRelayed(t, n, store), TTL: time.Second, Net: n}, 40*time.Second)
+}
+
+// k8sRelayed returns store (a k8s:// URL) with a kubeconfig whose loopback
+// apiservers are reached through relays on n. The relay forwards TCP, so
+// TLS goes through it unchanged; the kubeconfig names the original host as
+// tls-server-name, which the serving certificate names (IP:127.0.0.1).
+func k8sRelayed(t *testing.T, n *verify.Net, store string) string {
+	t.Helper()
+	u, err := url.Parse(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	cfg, err := clientcmd.LoadFromFile(q.Get("kubeconfig"))
+	if err == nil {
+		err = clientcmd.ResolveLocalPaths(cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range cfg.Clusters {
+		su, err := url.Parse(c.Server)
+		if err != nil {
+			t.Fatalf("cluster %s: %v", name, err)
+		}
+		relayed, err := n.Reach("https://" + su.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ru, _ := url.Parse(relayed)
+		if ru.Host == su.Host {
+			continue
+		}
+		if c.TLSServerName == "" {
+			c.TLSServerName = su.Hostname()
+		}
+		su.Host = ru.Host
+		c.Server = su.String()
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	q.Set("kubeconfig", path)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each
