@@ -131,10 +131,9 @@ func TestPartitionK8s(t *testing.T) {
 	partitionWorkers(t, verify.Config{Store: k8sRelayed(t, n, store), TTL: time.Second, Net: n}, 40*time.Second)
 }
 
-// k8sRelayed returns store (a k8s:// URL) with a kubeconfig whose loopback
-// apiservers are reached through relays on n. The relay forwards TCP, so
-// TLS goes through it unchanged; the kubeconfig names the original host as
-// tls-server-name, which the serving certificate names (IP:127.0.0.1).
+// k8sRelayed returns store (a k8s:// URL) with a copy of its kubeconfig
+// whose loopback apiservers are relays on n, the original host kept as
+// tls-server-name (docs/RELIABILITY.md, "Real network partitions").
 func k8sRelayed(t *testing.T, n *verify.Net, store string) string {
 	t.Helper()
 	u, err := url.Parse(store)
