@@ -6,18 +6,13 @@
 package verify_test
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease/internal/zktest"
-	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
 )
 
@@ -31,17 +26,8 @@ var longStores = []storeCase{
 			Faults: []string{verify.FaultKill, verify.FaultStop, verify.FaultBreak}}
 	}, []string{verify.FaultKill, verify.FaultStop, verify.FaultBreak}},
 	{"Redis", func(t *testing.T) verify.Config {
-		leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
-		if _, err := exec.LookPath("redis-server"); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		srv := &privateRedis{t: t, port: freePort(t)}
-		if err := srv.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.kill)
-		return verify.Config{Store: fmt.Sprintf("redis://127.0.0.1:%d/0", srv.port), TTL: time.Second,
-			Restart: func(context.Context) error { srv.kill(); return srv.start() }, Faults: allFaults(true)}
+		srv := startRedis(t)
+		return verify.Config{Store: srv.url(), TTL: time.Second, Restart: srv.restart, Faults: allFaults(true)}
 	}, allFaults(true)},
 	{"Postgres", func(t *testing.T) verify.Config {
 		cfg := postgresCase(t, "")
@@ -54,15 +40,8 @@ var longStores = []storeCase{
 		return cfg
 	}, allFaults(false)},
 	{"PostgresRestart", func(t *testing.T) verify.Config {
-		shared := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
+		spec := postgresRegister(t, "longpg-")
 		p := startPrivatePG(t)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		spec, cleanup, err := verify.PostgresRegister(ctx, shared, "leasekit_verify_register", "longpg-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cleanup(context.Background()) })
 		return verify.Config{Store: p.DSN(), Register: spec, TTL: time.Second, Restart: p.restart, Faults: allFaults(true)}
 	}, allFaults(true)},
 	{"MySQL", func(t *testing.T) verify.Config {
@@ -83,8 +62,7 @@ var longStores = []storeCase{
 			Restart: r.restart, Faults: []string{verify.FaultRestart, verify.FaultKill, verify.FaultStop, verify.FaultBreak}}
 	}, []string{verify.FaultRestart, verify.FaultKill, verify.FaultStop, verify.FaultBreak}},
 	{"NATS", func(t *testing.T) verify.Config {
-		u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
-		return verify.Config{Store: u + "/leasekit-verify", TTL: time.Second, Faults: allFaults(false)}
+		return verify.Config{Store: natsURL(t), TTL: time.Second, Faults: allFaults(false)}
 	}, allFaults(false)},
 	{"K8s", func(t *testing.T) verify.Config {
 		return verify.Config{Store: k8sURL(t), TTL: time.Second,

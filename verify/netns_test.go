@@ -19,10 +19,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasekit/lease/internal/zktest"
 	"github.com/leasekit/lease/leasetest"
@@ -63,43 +64,116 @@ func partitionDuration(t *testing.T, ci time.Duration) time.Duration {
 // comes late in the run.
 var workerFaults = []string{verify.FaultPartitionHeal, verify.FaultPartition, verify.FaultOneWay, verify.FaultLoss}
 
+// partitionWorkers runs the worker faults in turn on cfg's store, reached
+// through relays from a new network (cfg.Net, unless set), for ci at CI
+// size, and checks the run. The register stays a file: a worker cut off
+// from the store can still write the resource, which is what fencing must
+// catch.
+func partitionWorkers(t *testing.T, cfg verify.Config, ci time.Duration) {
+	t.Helper()
+	if cfg.Net == nil {
+		cfg.Net = newNet(t)
+	}
+	cfg.Faults, cfg.Duration = workerFaults, partitionDuration(t, ci)
+	check(t, run(t, cfg), workerFaults...)
+}
+
 func TestPartitionRedis(t *testing.T) {
 	t.Parallel()
-	addr := leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
-	n := newNet(t)
-	rep := run(t, verify.Config{Store: "redis://" + addr + "/0", TTL: time.Second, Net: n, Faults: workerFaults,
-		Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: redisURL(t), TTL: time.Second}, 40*time.Second)
 }
 
 func TestPartitionPostgres(t *testing.T) {
 	t.Parallel()
-	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
-	n := newNet(t)
-	id := strconv.FormatInt(time.Now().UnixNano(), 36)
-	// The register stays a file: a worker cut off from the store can still
-	// write the resource, which is what fencing must catch.
-	rep := run(t, verify.Config{Store: dsn, TTL: time.Second, Net: n, Prefix: "verify-netns-" + id + "-",
-		Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: postgresURL(t, ""), TTL: time.Second}, 40*time.Second)
 }
 
 func TestPartitionEtcd(t *testing.T) {
 	t.Parallel()
-	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
-	n := newNet(t)
-	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second, Net: n,
-		Faults: workerFaults, Duration: partitionDuration(t, 55*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: etcdURL(t), TTL: 2 * time.Second}, 55*time.Second)
 }
 
 func TestPartitionZooKeeper(t *testing.T) {
 	t.Parallel()
-	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
+	partitionWorkers(t, verify.Config{Store: zkURL(t), TTL: time.Second}, 40*time.Second)
+}
+
+// TestPartitionPostgresAdvisory: the lock lives as long as the holder's
+// session, which the relay keeps open: idle_session_timeout (the TTL) must
+// end it.
+func TestPartitionPostgresAdvisory(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: postgresURL(t, "advisory"), TTL: time.Second}, 40*time.Second)
+}
+
+func TestPartitionMySQL(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: mysqlURL(t, "table"), TTL: time.Second}, 40*time.Second)
+}
+
+// TestPartitionMySQLGetLock: the same with a connection's wait_timeout.
+func TestPartitionMySQLGetLock(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: mysqlURL(t, "getlock"), TTL: time.Second}, 40*time.Second)
+}
+
+func TestPartitionNATS(t *testing.T) {
+	t.Parallel()
+	partitionWorkers(t, verify.Config{Store: natsURL(t), TTL: time.Second}, 40*time.Second)
+}
+
+// TestPartitionK8s: the kube-apiserver of LEASE_TEST_K8S_KUBECONFIG, through
+// a relay (k8sRelayed). Named for scripts/test's -run K8s step.
+func TestPartitionK8s(t *testing.T) {
+	t.Parallel()
+	store := k8sURL(t)
 	n := newNet(t)
-	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second,
-		Net: n, Faults: workerFaults, Duration: partitionDuration(t, 40*time.Second)})
-	check(t, rep, workerFaults...)
+	partitionWorkers(t, verify.Config{Store: k8sRelayed(t, n, store), TTL: time.Second, Net: n}, 40*time.Second)
+}
+
+// k8sRelayed returns store (a k8s:// URL) with a copy of its kubeconfig
+// whose loopback apiservers are relays on n, the original host kept as
+// tls-server-name (docs/RELIABILITY.md, "Real network partitions").
+func k8sRelayed(t *testing.T, n *verify.Net, store string) string {
+	t.Helper()
+	u, err := url.Parse(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	cfg, err := clientcmd.LoadFromFile(q.Get("kubeconfig"))
+	if err == nil {
+		err = clientcmd.ResolveLocalPaths(cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range cfg.Clusters {
+		su, err := url.Parse(c.Server)
+		if err != nil {
+			t.Fatalf("cluster %s: %v", name, err)
+		}
+		relayed, err := n.Reach("https://" + su.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ru, _ := url.Parse(relayed)
+		if ru.Host == su.Host {
+			continue
+		}
+		if c.TLSServerName == "" {
+			c.TLSServerName = su.Hostname()
+		}
+		su.Host = ru.Host
+		c.Server = su.String()
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	q.Set("kubeconfig", path)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // TestPartitionEtcdClusterLeader: a private three-member etcd cluster, each

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekit/lease/internal/pgtest"
-	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
 )
 
@@ -67,15 +66,8 @@ func (p *privatePG) restart(ctx context.Context) error {
 // be unreachable exactly while leases are in doubt.)
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
-	shared := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
+	spec := postgresRegister(t, "pgrestart-")
 	p := startPrivatePG(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	spec, cleanup, err := verify.PostgresRegister(ctx, shared, "leasekit_verify_register", "pgrestart-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cleanup(context.Background()) })
 	prefix := "verify-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	// TTL 1s: a restart keeps the server away for a second or two, longer
 	// than TestPostgres's 500ms TTL by itself.
@@ -90,7 +82,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	p.mu.Unlock()
 	// The run cleaned up after itself: no row of its namespace is left.
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, p.DSN())
 	if err != nil {

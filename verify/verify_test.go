@@ -6,25 +6,17 @@ package verify_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
-
-	"github.com/leasekit/lease/internal/testport"
 )
 
 func TestMain(m *testing.M) {
@@ -137,70 +129,14 @@ func TestWithoutFencing(t *testing.T) {
 	}
 }
 
-// privateRedis is a redis-server without persistence on a loopback port,
-// restartable on the same port.
-type privateRedis struct {
-	t    *testing.T
-	port int
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (r *privateRedis) start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.t.TempDir(), "--logfile", "")
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	r.cmd, r.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(r.done)
-	for i := 0; i < 500; i++ {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), 100*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server on port %d did not come up", r.port)
-}
-
-func (r *privateRedis) kill() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd != nil {
-		_ = r.cmd.Process.Kill()
-		<-r.done
-		r.cmd = nil
-	}
-}
-
-func freePort(t *testing.T) int { return testport.One(t) }
-
 func TestRedisPrivateServer(t *testing.T) {
 	t.Parallel()
-	leasetest.Env(t, "LEASE_TEST_REDIS_ADDR") // skip like the other Redis tests when Redis is not set up
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	srv := &privateRedis{t: t, port: freePort(t)}
-	if err := srv.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.kill)
-	restart := func(ctx context.Context) error {
-		srv.kill()
-		return srv.start()
-	}
+	srv := startRedis(t)
 	prefix := "verify-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	rep := run(t, verify.Config{Store: fmt.Sprintf("redis://127.0.0.1:%d/0", srv.port), TTL: 500 * time.Millisecond,
-		Restart: restart, Prefix: prefix})
+	rep := run(t, verify.Config{Store: srv.url(), TTL: 500 * time.Millisecond, Restart: srv.restart, Prefix: prefix})
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut, verify.FaultLatency, verify.FaultRestart)
 	// The run cleaned up after itself: no key of its prefix is left.
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", srv.port)})
+	c := redis.NewClient(&redis.Options{Addr: srv.addr()})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -220,33 +156,15 @@ func TestPostgresAdvisory(t *testing.T) { t.Parallel(); runPostgres(t, "advisory
 // runPostgres runs the harness on the shared PostgreSQL server in mode (""
 // for table mode) and checks that the run left no row behind.
 func runPostgres(t *testing.T, mode string) {
-	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	store, spec := postgresURL(t, mode), postgresRegister(t, "pg-"+mode)
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
-	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "pg-"+mode+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cleanup(context.Background()) })
-	store := dsn
-	if mode != "" {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("mode", mode)
-		u.RawQuery = q.Encode()
-		store = u.String()
-	}
 	prefix := "verify-test-" + mode + id + "-"
 	rep := run(t, verify.Config{Store: store, Register: spec, TTL: 500 * time.Millisecond, Prefix: prefix})
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 	// The run cleaned up after itself: no row of its namespace is left.
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.New(ctx, postgresURL(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,33 +193,16 @@ func TestMySQLGetLock(t *testing.T) {
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 }
 
-// mysqlURL turns LEASE_TEST_MYSQL_DSN, a go-sql-driver DSN, into a mysql://
-// URL in mode.
-func mysqlURL(t *testing.T, mode string) string {
-	cfg, err := mysql.ParseDSN(leasetest.Env(t, "LEASE_TEST_MYSQL_DSN"))
-	if err != nil {
-		t.Fatalf("LEASE_TEST_MYSQL_DSN: %v", err)
-	}
-	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName,
-		RawQuery: "mode=" + mode}
-	if cfg.Passwd == "" {
-		u.User = url.User(cfg.User)
-	}
-	return u.String()
-}
-
 func TestEtcd(t *testing.T) {
 	t.Parallel()
-	eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
-	rep := run(t, verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
+	rep := run(t, verify.Config{Store: etcdURL(t), TTL: 2 * time.Second,
 		Duration: max(runDuration(t), 25*time.Second)})
 	check(t, rep, verify.FaultKill, verify.FaultStop)
 }
 
 func TestNATS(t *testing.T) {
 	t.Parallel()
-	u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
-	rep := run(t, verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond})
+	rep := run(t, verify.Config{Store: natsURL(t), TTL: 500 * time.Millisecond})
 	check(t, rep, verify.FaultKill, verify.FaultStop, verify.FaultCut)
 }
 
@@ -314,14 +215,8 @@ func TestK8s(t *testing.T) {
 	check(t, rep, verify.FaultKill, verify.FaultStop)
 }
 
-// k8sURL is the k8s:// URL of the test apiserver's default namespace.
-func k8sURL(t *testing.T) string {
-	return "k8s:///default?kubeconfig=" + url.QueryEscape(leasetest.Env(t, "LEASE_TEST_K8S_KUBECONFIG"))
-}
-
 func TestZooKeeper(t *testing.T) {
 	t.Parallel()
-	srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
-	rep := run(t, verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second})
+	rep := run(t, verify.Config{Store: zkURL(t), TTL: time.Second})
 	check(t, rep, verify.FaultKill, verify.FaultStop)
 }

@@ -5,18 +5,11 @@
 package verify_test
 
 import (
-	"context"
-	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
 )
 
@@ -65,20 +58,11 @@ var workloadStores = []storeCase{
 			Duration: workloadDuration(t, 0), Faults: []string{verify.FaultKill, verify.FaultStop}}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"Redis", func(t *testing.T) verify.Config {
-		leasetest.Env(t, "LEASE_TEST_REDIS_ADDR")
-		if _, err := exec.LookPath("redis-server"); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		srv := &privateRedis{t: t, port: freePort(t)}
-		if err := srv.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.kill)
-		restart := func(context.Context) error { srv.kill(); return srv.start() }
+		srv := startRedis(t)
 		// Every fault in turn, the restart second (it needs no holder): on
 		// a loaded machine the last of the five may not come in 13s.
-		return verify.Config{Store: fmt.Sprintf("redis://127.0.0.1:%d/0", srv.port), TTL: 500 * time.Millisecond,
-			Restart: restart, Duration: workloadDuration(t, 13*time.Second),
+		return verify.Config{Store: srv.url(), TTL: 500 * time.Millisecond,
+			Restart: srv.restart, Duration: workloadDuration(t, 13*time.Second),
 			Faults: []string{verify.FaultKill, verify.FaultRestart, verify.FaultStop, verify.FaultCut, verify.FaultLatency}}
 	}, []string{verify.FaultKill, verify.FaultRestart, verify.FaultStop, verify.FaultCut}},
 	{"Postgres", func(t *testing.T) verify.Config { return postgresCase(t, "") },
@@ -86,17 +70,15 @@ var workloadStores = []storeCase{
 	{"PostgresAdvisory", func(t *testing.T) verify.Config { return postgresCase(t, "advisory") },
 		[]string{verify.FaultKill, verify.FaultStop, verify.FaultCut}},
 	{"Etcd", func(t *testing.T) verify.Config {
-		eps := leasetest.Env(t, "LEASE_TEST_ETCD_ENDPOINTS")
 		// etcd's minimum TTL is 2s: the faults come every 4-6s, and the
 		// holds are shorter, for enough acquisitions.
-		return verify.Config{Store: "etcd://" + strings.Split(eps, ",")[0], TTL: 2 * time.Second,
+		return verify.Config{Store: etcdURL(t), TTL: 2 * time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill}},
 	{"ZooKeeper", func(t *testing.T) verify.Config {
-		srvs := leasetest.Env(t, "LEASE_TEST_ZK_SERVERS")
 		// A paused holder's session outlives it by 4s: a longer run, shorter
 		// holds.
-		return verify.Config{Store: "zk://" + strings.Split(srvs, ",")[0] + "?session_timeout=4s", TTL: time.Second,
+		return verify.Config{Store: zkURL(t), TTL: time.Second,
 			Duration: workloadDuration(t, 15*time.Second), Hold: 1}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 }
@@ -105,34 +87,14 @@ var workloadStores = []storeCase{
 // with the register rows in PostgreSQL (the transfer's two rows are
 // checked and written in one transaction).
 func postgresCase(t *testing.T, mode string) verify.Config {
-	dsn := leasetest.Env(t, "LEASE_TEST_POSTGRES_DSN")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	id := strconv.FormatInt(time.Now().UnixNano(), 36)
-	spec, cleanup, err := verify.PostgresRegister(ctx, dsn, "leasekit_verify_register", "wl-"+mode+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cleanup(context.Background()) })
-	store := dsn
-	if mode != "" {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("mode", mode)
-		u.RawQuery = q.Encode()
-		store = u.String()
-	}
-	return verify.Config{Store: store, Register: spec, TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 12*time.Second)}
+	return verify.Config{Store: postgresURL(t, mode), Register: postgresRegister(t, "wl-"+mode), TTL: 500 * time.Millisecond,
+		Duration: workloadDuration(t, 12*time.Second)}
 }
 
 // exclusiveStores keep no shared holds: they run the transfer workload only.
 var exclusiveStores = []storeCase{
 	{"NATS", func(t *testing.T) verify.Config {
-		u := leasetest.Env(t, "LEASE_TEST_NATS_URL")
-		return verify.Config{Store: u + "/leasekit-verify", TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 0)}
+		return verify.Config{Store: natsURL(t), TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 0)}
 	}, []string{verify.FaultKill, verify.FaultStop}},
 	{"MySQL", func(t *testing.T) verify.Config {
 		return verify.Config{Store: mysqlURL(t, "table"), TTL: 500 * time.Millisecond, Duration: workloadDuration(t, 12*time.Second)}
