@@ -223,29 +223,11 @@ type mkZKLock struct {
 }
 
 func newMKZKLock(ctx context.Context, env *Env, w *wire, srv *mkServer) (mkLocker, error) {
-	conn, events, err := zk.Connect(env.ZK, zkSession(mkTTL), zk.WithLogger(quietLogger{}), zk.WithDialer(zkDialer(w)))
+	conn, err := dialZK(ctx, env, mkTTL, w)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return &mkZKLock{conn: conn, prefix: "/bench-mk-zklock/" + env.Run + "/"}, nil
-			}
-		case <-deadline:
-			conn.Close()
-			return nil, errors.New("zk: no session within 15s")
-		case <-ctx.Done():
-			conn.Close()
-			return nil, ctx.Err()
-		}
-	}
+	return &mkZKLock{conn: conn, prefix: "/bench-mk-zklock/" + env.Run + "/"}, nil
 }
 
 func (m *mkZKLock) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
