@@ -133,8 +133,25 @@ func (s *Store) Close() error { return nil }
 // hash tag {esc(key)}, hence in one Cluster slot.
 func (s *Store) keys(key string) []string {
 	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh", lk + ":b"}
+	// One string holds them all: a key is a slice of it.
+	var b strings.Builder
+	b.Grow(len(keyParts)*len(lk) + len(":fence:q:qx:qc:r:rh:b"))
+	keys := make([]string, len(keyParts))
+	for _, part := range keyParts {
+		b.WriteString(lk)
+		b.WriteString(part)
+	}
+	all := b.String()
+	at := 0
+	for i, part := range keyParts {
+		keys[i] = all[at : at+len(lk)+len(part)]
+		at += len(lk) + len(part)
+	}
+	return keys
 }
+
+// keyParts are the suffixes of keys.
+var keyParts = [...]string{"", ":fence", ":q", ":qx", ":qc", ":r", ":rh", ":b"}
 
 // renewKeys returns the lease, readers, reader holder and tombstone keys of
 // key.
