@@ -66,6 +66,8 @@ type Store struct {
 	ack        replicaAck
 	id         string       // names the store's own release channel
 	listening  atomic.Int32 // open subscriptions, which hear the own channel
+	// Script arguments that never change, boxed once (boxing allocates).
+	channelArg, maxWaitersArg, idArg any
 }
 
 type config struct {
@@ -111,7 +113,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
-	return &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack, id: rand.Text()}, nil
+	s := &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack, id: rand.Text()}
+	s.channelArg, s.maxWaitersArg, s.idArg = s.channel(), s.maxWaiters, s.id
+	return s, nil
 }
 
 // Prefix returns the prefix of the store's keys.
@@ -212,11 +216,11 @@ func checkKey(key string) error {
 
 // acquireArgs returns acquire.lua's arguments for r.
 func (s *Store) acquireArgs(r driver.Request) []any {
-	var id string // a release wakes a waiter on its store's own channel if it listens
+	id := any("") // a release wakes a waiter on its store's own channel if it listens
 	if s.listening.Load() > 0 {
-		id = s.id
+		id = s.idArg
 	}
-	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id, r.Shared}
+	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaitersArg, id, r.Shared}
 }
 
 // granted reads acquire.lua's reply v (or err) for r.
@@ -344,7 +348,7 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send
 
 // Release runs release.lua, which announces the release.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key, r.Shared)
+	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channelArg, r.Key, r.Shared)
 	return result("release", r.Key, v, err)
 }
 
@@ -359,7 +363,7 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		return errs
 	}
 	cmds := s.pipelined(ctx, releaseScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
-		return releaseScript.EvalSha(ctx, pipe, s.keys(rs[i].Key), rs[i].Token, s.channel(), rs[i].Key, rs[i].Shared)
+		return releaseScript.EvalSha(ctx, pipe, s.keys(rs[i].Key), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
 	})
 	for i, c := range cmds {
 		errs[i] = result("release", rs[i].Key, c.Val(), c.Err())
@@ -401,6 +405,9 @@ func result(op, key string, v any, err error) error {
 // under our keys: a script's CORRUPT error, or WRONGTYPE for a key of
 // another type.
 func corrupt(err error) error {
+	if err == nil { // HasErrorPrefix allocates
+		return nil
+	}
 	if redis.HasErrorPrefix(err, "CORRUPT") || redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return fmt.Errorf("%w: %w", lease.ErrCorrupt, err)
 	}
