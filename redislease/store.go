@@ -135,34 +135,46 @@ func (s *Store) Close() error { return nil }
 // keys returns the lease, fence counter, queue, queue expiry, queue
 // channel, readers, reader holder and tombstone keys of key, all with the
 // hash tag {esc(key)}, hence in one Cluster slot.
-func (s *Store) keys(key string) []string {
-	lk := s.leaseKey(key)
-	// One string holds them all: a key is a slice of it.
+func (s *Store) keys(key string) []string { return s.keysOf(key, allParts[:]) }
+
+// The suffixes of keys, and of the keys each script takes: acquire.lua
+// takes no tombstones, release.lua no fence counter either, renew.lua the
+// lease, readers and tombstones.
+var (
+	allParts     = [...]string{"", ":fence", ":q", ":qx", ":qc", ":r", ":rh", ":b"}
+	acquireParts = allParts[:7]
+	releaseParts = []string{"", ":q", ":qx", ":qc", ":r", ":rh"}
+	renewParts   = []string{"", ":r", ":rh", ":b"}
+)
+
+// keysOf returns the keys of key with the suffixes parts, as slices of
+// one string: one allocation for all of them.
+func (s *Store) keysOf(key string, parts []string) []string {
+	esc := escaper.Replace(key)
+	lk := len(s.prefix) + len(esc) + 2 // the length of leaseKey(key)
+	n := 0
+	for _, part := range parts {
+		n += lk + len(part)
+	}
 	var b strings.Builder
-	b.Grow(len(keyParts)*len(lk) + len(":fence:q:qx:qc:r:rh:b"))
-	keys := make([]string, len(keyParts))
-	for _, part := range keyParts {
-		b.WriteString(lk)
+	b.Grow(n)
+	for _, part := range parts {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(esc)
+		b.WriteByte('}')
 		b.WriteString(part)
 	}
-	all := b.String()
-	at := 0
-	for i, part := range keyParts {
-		keys[i] = all[at : at+len(lk)+len(part)]
-		at += len(lk) + len(part)
+	all, keys := b.String(), make([]string, len(parts))
+	for i, part := range parts {
+		keys[i], all = all[:lk+len(part)], all[lk+len(part):]
 	}
 	return keys
 }
 
-// keyParts are the suffixes of keys.
-var keyParts = [...]string{"", ":fence", ":q", ":qx", ":qc", ":r", ":rh", ":b"}
-
 // renewKeys returns the lease, readers, reader holder and tombstone keys of
 // key.
-func (s *Store) renewKeys(key string) []string {
-	lk := s.leaseKey(key)
-	return []string{lk, lk + ":r", lk + ":rh", lk + ":b"}
-}
+func (s *Store) renewKeys(key string) []string { return s.keysOf(key, renewParts) }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
 
@@ -174,7 +186,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if err := checkKey(r.Key); err != nil {
 		return driver.Grant{}, err
 	}
-	v, err := s.run(ctx, acquireScript, s.keys(r.Key), s.acquireArgs(r)...)
+	v, err := s.run(ctx, acquireScript, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
 	return s.granted(r, v, err)
 }
 
@@ -197,7 +209,7 @@ func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.
 	}
 	cmds := s.pipelined(ctx, acquireScript, len(send), func(pipe redis.Pipeliner, j int) *redis.Cmd {
 		r := rs[send[j]]
-		return acquireScript.EvalSha(ctx, pipe, s.keys(r.Key), s.acquireArgs(r)...)
+		return acquireScript.EvalSha(ctx, pipe, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
 	})
 	for j, c := range cmds {
 		i := send[j]
@@ -348,7 +360,7 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send
 
 // Release runs release.lua, which announces the release.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channelArg, r.Key, r.Shared)
+	v, err := s.run(ctx, releaseScript, s.keysOf(r.Key, releaseParts), r.Token, s.channelArg, r.Key, r.Shared)
 	return result("release", r.Key, v, err)
 }
 
@@ -363,7 +375,7 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		return errs
 	}
 	cmds := s.pipelined(ctx, releaseScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
-		return releaseScript.EvalSha(ctx, pipe, s.keys(rs[i].Key), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
+		return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
 	})
 	for i, c := range cmds {
 		errs[i] = result("release", rs[i].Key, c.Val(), c.Err())
