@@ -23,9 +23,11 @@ import (
 const maxBatch = 512
 
 // maxInflight bounds the concurrent store calls of one kind of a Client
-// with a batching store: a few, so that one slow call (a stalled connection,
-// a far Cluster node) does not hold back every other caller.
-const maxInflight = 4
+// with a batching store: more than one, so that one slow call (a stalled
+// connection, a far Cluster node) does not hold back every other caller;
+// no more than two, since every free slot sends a lone request, and under
+// load lone requests are round trips that carry one request each.
+const maxInflight = 2
 
 // batcher coalesces the store calls of one kind (acquire or release); T is
 // a call's result.

@@ -21,10 +21,19 @@ import (
 // waiter; token is its queued token ("" when it does not queue).
 func (c *Client) wait(ctx context.Context, key string, p params, token string, keys []string, try func(context.Context) (*Lease, error)) (*Lease, error) {
 	start := c.clock.Now()
-	w := c.hub.register(token, keys) // before an attempt: a release after it wakes us
-	defer c.hub.unregister(w)
-	ws := c.startWait(key, p, token, start)
-	defer c.endWait(ws)
+	// The hub's waiter and the Snapshot's WaitState cost allocations and
+	// locks, so an acquisition granted at its first attempt, without a
+	// subscription, makes neither.
+	var w *waiter
+	var ws *WaitState
+	defer func() {
+		if w != nil {
+			c.hub.unregister(w)
+		}
+		if ws != nil {
+			c.endWait(ws)
+		}
+	}()
 	var transient int
 	var last *HeldError // the last refusal, for the error when ctx ends
 	for first := true; ; first = false {
@@ -34,9 +43,15 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 		if !first || c.hub.current() != 0 {
 			gen = c.hub.ensure(ctx)
 		}
+		if w == nil && (!first || gen != 0) {
+			w = c.hub.register(token, keys) // before an attempt: a release after it wakes us
+		}
 		l, err := try(ctx)
 		if err == nil {
 			return l, nil
+		}
+		if ws == nil {
+			ws = c.startWait(key, p, token, start)
 		}
 		var sleep time.Duration
 		var held *HeldError
@@ -65,6 +80,9 @@ func (c *Client) wait(ctx context.Context, key string, p params, token string, k
 		}
 		if cur := c.hub.current(); first && gen == 0 && c.hub.notifier != nil || cur != 0 && cur != gen {
 			continue // (re)subscribed: look again at once
+		}
+		if w == nil { // a first attempt without a subscription (no notifier)
+			w = c.hub.register(token, keys)
 		}
 		t := c.clock.NewTimer(sleep)
 		select {

@@ -173,7 +173,9 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// pgCounter counts statements sent (pgx QueryTracer).
+// pgCounter counts statements sent: a round trip per query (pgx
+// QueryTracer) and per batch, whose statements pgx sends together (pgx
+// BatchTracer; a batch's statements do not reach TraceQueryStart).
 type pgCounter struct{ w *wire }
 
 func (p *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -181,6 +183,17 @@ func (p *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Trac
 	return ctx
 }
 func (p *pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (p *pgCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if d.Batch != nil {
+		p.w.add(d.Batch.Len())
+	}
+	return ctx
+}
+func (p *pgCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (p *pgCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+var _ pgx.BatchTracer = (*pgCounter)(nil)
 
 // grpcCounting counts a round trip per unary call and, on a stream, per
 // message sent while none of the stream's earlier messages awaits an answer:

@@ -7,20 +7,9 @@ package main
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// processCPU is the CPU time (user + system) this process has used so far:
-// the client's own cost of a cycle, whatever the server does meanwhile.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkCycle runs acquire+release cycles of every available system on
 // one key, as scenario 1 does, reporting allocations per cycle.

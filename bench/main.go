@@ -469,6 +469,9 @@ func brief(r Result) string {
 	if r.Errors > 0 {
 		fmt.Fprintf(&b, "errors %d ", r.Errors)
 	}
+	if v, ok := r.Counters["client_cpu_us_per_op"].(float64); ok {
+		fmt.Fprintf(&b, "client %.1f µs/op ", v)
+	}
 	for _, c := range []string{"timeouts", "overlaps", "max_readers_together"} {
 		if v, ok := r.Counters[c]; ok {
 			fmt.Fprintf(&b, "%s %v ", c, v)

@@ -223,29 +223,11 @@ type mkZKLock struct {
 }
 
 func newMKZKLock(ctx context.Context, env *Env, w *wire, srv *mkServer) (mkLocker, error) {
-	conn, events, err := zk.Connect(env.ZK, zkSession(mkTTL), zk.WithLogger(quietLogger{}), zk.WithDialer(zkDialer(w)))
+	conn, err := dialZK(ctx, env, mkTTL, w)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return &mkZKLock{conn: conn, prefix: "/bench-mk-zklock/" + env.Run + "/"}, nil
-			}
-		case <-deadline:
-			conn.Close()
-			return nil, errors.New("zk: no session within 15s")
-		case <-ctx.Done():
-			conn.Close()
-			return nil, ctx.Err()
-		}
-	}
+	return &mkZKLock{conn: conn, prefix: "/bench-mk-zklock/" + env.Run + "/"}, nil
 }
 
 func (m *mkZKLock) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
@@ -448,9 +430,9 @@ func runManyKeysOne(ctx context.Context, env *Env, s mkSystem, srv *mkServer, wo
 		c0, srcNote, srvErr = srv.read(ctx, s.Store)
 	}
 	req0, msg0 := w.n.Load(), w.msgs.Load()
-	t0 := time.Now()
+	cpu0, t0 := processCPU(), time.Now()
 	outs := phase(dur)
-	el := time.Since(t0)
+	el, cpu1 := time.Since(t0), processCPU()
 	req1, msg1 := w.n.Load(), w.msgs.Load()
 	var c1 cpuReading
 	if measureServer && srvErr == nil {
@@ -475,6 +457,8 @@ func runManyKeysOne(ctx context.Context, env *Env, s mkSystem, srv *mkServer, wo
 		r.Counters["last_error"] = last.Error()
 	}
 	if ops > 0 {
+		// The whole process: the workers, the library and its client.
+		r.Counters["client_cpu_us_per_op"] = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(ops)
 		if hasWireCounter(s.Store) {
 			r.RequestsPerOp = f64(float64(req1-req0) / float64(ops))
 			r.Counters["messages_per_op"] = float64(msg1-msg0) / float64(ops)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -93,4 +94,14 @@ func listenerPID(addr string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("listener on port %d: process not visible", port)
+}
+
+// processCPU is the CPU time (user + system) this process has used so far:
+// the client's own cost, whatever the server does meanwhile.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -543,12 +543,22 @@ type quietLogger struct{}
 func (quietLogger) Printf(string, ...any) {}
 
 func newZKLock(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
-	conn, events, err := zk.Connect(env.ZK, zkSession(ttl), zk.WithLogger(quietLogger{}),
-		zk.WithDialer(zkDialer(counterFor("zk-lock/zookeeper"))))
+	// Wait for the session so that the first Lock measures the lock only.
+	conn, err := dialZK(ctx, env, ttl, counterFor("zk-lock/zookeeper"))
 	if err != nil {
 		return nil, err
 	}
-	// Wait for the session so that the first Lock measures the lock only.
+	return &zkLock{conn: conn, l: zk.NewLock(conn, "/bench-zklock/"+env.Run+"/"+key, zk.WorldACL(zk.PermAll))}, nil
+}
+
+// dialZK connects to ZooKeeper with the session timeout of ttl, counting
+// writes in w, and returns once the session is established; later events
+// are drained.
+func dialZK(ctx context.Context, env *Env, ttl time.Duration, w *wire) (*zk.Conn, error) {
+	conn, events, err := zk.Connect(env.ZK, zkSession(ttl), zk.WithLogger(quietLogger{}), zk.WithDialer(zkDialer(w)))
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.After(15 * time.Second)
 	for {
 		select {
@@ -558,7 +568,7 @@ func newZKLock(ctx context.Context, env *Env, key string, ttl time.Duration) (Lo
 					for range events {
 					}
 				}()
-				return &zkLock{conn: conn, l: zk.NewLock(conn, "/bench-zklock/"+env.Run+"/"+key, zk.WorldACL(zk.PermAll))}, nil
+				return conn, nil
 			}
 		case <-deadline:
 			conn.Close()

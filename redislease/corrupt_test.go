@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/leasetest"
 )
 
@@ -54,5 +55,27 @@ func TestCorruptFenceCounter(t *testing.T) {
 		if g, err := s.Acquire(ctx, req(key, token(t), "h", time.Minute)); !errors.Is(err, lease.ErrCorrupt) {
 			t.Errorf("fence counter %s: Acquire = %+v, %v; want ErrCorrupt", what, g, err)
 		}
+	}
+}
+
+// TestCorruptInBatch: in AcquireMany and ReleaseMany, which run one script
+// for the whole batch, a corrupt key fails its own request only.
+func TestCorruptInBatch(t *testing.T) {
+	c := sharedClient(t)
+	s := newStore(t, c)
+	ctx := testCtx(t, 30*time.Second)
+	rs := make([]driver.Request, 3)
+	for i := range rs {
+		rs[i] = req("batch-"+randHex(t, 4), token(t), "h", time.Minute)
+	}
+	if err := c.HSet(ctx, leaseKey(s.Prefix(), rs[1].Key), "token", rs[1].Token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	gs, errs := s.AcquireMany(ctx, rs)
+	if errs[0] != nil || errs[2] != nil || gs[0].Fence == 0 || gs[2].Fence == 0 || !errors.Is(errs[1], lease.ErrCorrupt) {
+		t.Fatalf("AcquireMany with a corrupt middle key = %+v, %v; want grants beside ErrCorrupt", gs, errs)
+	}
+	if errs := s.ReleaseMany(ctx, rs); errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], lease.ErrCorrupt) {
+		t.Errorf("ReleaseMany with a corrupt middle key = %v; want nil beside ErrCorrupt", errs)
 	}
 }

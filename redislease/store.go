@@ -66,6 +66,8 @@ type Store struct {
 	ack        replicaAck
 	id         string       // names the store's own release channel
 	listening  atomic.Int32 // open subscriptions, which hear the own channel
+	// Script arguments that never change, boxed once (boxing allocates).
+	channelArg, maxWaitersArg, idArg any
 }
 
 type config struct {
@@ -111,7 +113,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redislease: %w", err)
 	}
-	return &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack, id: rand.Text()}, nil
+	s := &Store{client: client, prefix: c.prefix, maxWaiters: c.maxWaiters, ack: c.ack, id: rand.Text()}
+	s.channelArg, s.maxWaitersArg, s.idArg = s.channel(), s.maxWaiters, s.id
+	return s, nil
 }
 
 // Prefix returns the prefix of the store's keys.
@@ -131,17 +135,46 @@ func (s *Store) Close() error { return nil }
 // keys returns the lease, fence counter, queue, queue expiry, queue
 // channel, readers, reader holder and tombstone keys of key, all with the
 // hash tag {esc(key)}, hence in one Cluster slot.
-func (s *Store) keys(key string) []string {
-	lk := s.leaseKey(key)
-	return []string{lk, lk + ":fence", lk + ":q", lk + ":qx", lk + ":qc", lk + ":r", lk + ":rh", lk + ":b"}
+func (s *Store) keys(key string) []string { return s.keysOf(key, allParts[:]) }
+
+// The suffixes of keys, and of the keys each script takes: acquire.lua
+// takes no tombstones, release.lua no fence counter either, renew.lua the
+// lease, readers and tombstones.
+var (
+	allParts     = [...]string{"", ":fence", ":q", ":qx", ":qc", ":r", ":rh", ":b"}
+	acquireParts = allParts[:7]
+	releaseParts = []string{"", ":q", ":qx", ":qc", ":r", ":rh"}
+	renewParts   = []string{"", ":r", ":rh", ":b"}
+)
+
+// keysOf returns the keys of key with the suffixes parts, as slices of
+// one string: one allocation for all of them.
+func (s *Store) keysOf(key string, parts []string) []string {
+	esc := escaper.Replace(key)
+	lk := len(s.prefix) + len(esc) + 2 // the length of leaseKey(key)
+	n := 0
+	for _, part := range parts {
+		n += lk + len(part)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, part := range parts {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(esc)
+		b.WriteByte('}')
+		b.WriteString(part)
+	}
+	all, keys := b.String(), make([]string, len(parts))
+	for i, part := range parts {
+		keys[i], all = all[:lk+len(part)], all[lk+len(part):]
+	}
+	return keys
 }
 
 // renewKeys returns the lease, readers, reader holder and tombstone keys of
 // key.
-func (s *Store) renewKeys(key string) []string {
-	lk := s.leaseKey(key)
-	return []string{lk, lk + ":r", lk + ":rh", lk + ":b"}
-}
+func (s *Store) renewKeys(key string) []string { return s.keysOf(key, renewParts) }
 
 func (s *Store) leaseKey(key string) string { return s.prefix + "{" + escaper.Replace(key) + "}" }
 
@@ -153,7 +186,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	if err := checkKey(r.Key); err != nil {
 		return driver.Grant{}, err
 	}
-	v, err := s.run(ctx, acquireScript, s.keys(r.Key), s.acquireArgs(r)...)
+	v, err := s.run(ctx, acquireScript, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
 	return s.granted(r, v, err)
 }
 
@@ -176,7 +209,7 @@ func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.
 	}
 	cmds := s.pipelined(ctx, acquireScript, len(send), func(pipe redis.Pipeliner, j int) *redis.Cmd {
 		r := rs[send[j]]
-		return acquireScript.EvalSha(ctx, pipe, s.keys(r.Key), s.acquireArgs(r)...)
+		return acquireScript.EvalSha(ctx, pipe, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
 	})
 	for j, c := range cmds {
 		i := send[j]
@@ -195,11 +228,11 @@ func checkKey(key string) error {
 
 // acquireArgs returns acquire.lua's arguments for r.
 func (s *Store) acquireArgs(r driver.Request) []any {
-	var id string // a release wakes a waiter on its store's own channel if it listens
+	id := any("") // a release wakes a waiter on its store's own channel if it listens
 	if s.listening.Load() > 0 {
-		id = s.id
+		id = s.idArg
 	}
-	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaiters, id, r.Shared}
+	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaitersArg, id, r.Shared}
 }
 
 // granted reads acquire.lua's reply v (or err) for r.
@@ -327,7 +360,7 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, send
 
 // Release runs release.lua, which announces the release.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	v, err := s.run(ctx, releaseScript, s.keys(r.Key), r.Token, s.channel(), r.Key, r.Shared)
+	v, err := s.run(ctx, releaseScript, s.keysOf(r.Key, releaseParts), r.Token, s.channelArg, r.Key, r.Shared)
 	return result("release", r.Key, v, err)
 }
 
@@ -342,7 +375,7 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		return errs
 	}
 	cmds := s.pipelined(ctx, releaseScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
-		return releaseScript.EvalSha(ctx, pipe, s.keys(rs[i].Key), rs[i].Token, s.channel(), rs[i].Key, rs[i].Shared)
+		return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
 	})
 	for i, c := range cmds {
 		errs[i] = result("release", rs[i].Key, c.Val(), c.Err())
@@ -384,6 +417,9 @@ func result(op, key string, v any, err error) error {
 // under our keys: a script's CORRUPT error, or WRONGTYPE for a key of
 // another type.
 func corrupt(err error) error {
+	if err == nil { // HasErrorPrefix allocates
+		return nil
+	}
 	if redis.HasErrorPrefix(err, "CORRUPT") || redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return fmt.Errorf("%w: %w", lease.ErrCorrupt, err)
 	}
