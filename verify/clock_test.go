@@ -9,6 +9,7 @@ package verify_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -417,3 +418,105 @@ func (p *zkProbe) close() { p.conn.Close() }
 type zkQuiet struct{}
 
 func (zkQuiet) Printf(string, ...any) {}
+
+// TestClockMariaDB: a private mariadbd under libfaketime, table mode, whose
+// leases expire by the server's UTC_TIMESTAMP(6).
+func TestClockMariaDB(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	dsn := startClockMariaDB(t, clock)
+	runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 20*time.Second, clock, stepNow(clock), true)
+}
+
+// TestClockMariaDBGetLock: the same in GET_LOCK mode, where a lease is a
+// connection's named lock, ended with its connection, which the server
+// ends after wait_timeout (the TTL, whole seconds) without a renewal: a
+// timer, like PostgreSQL's idle_session_timeout, so the steps should let
+// nobody in early (the test requires only safety).
+func TestClockMariaDBGetLock(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	dsn := startClockMariaDB(t, clock)
+	rep := runClock(t, "mysql://"+dsn+"?mode=getlock", time.Second, 35*time.Second, clock, stepNow(clock), false)
+	t.Logf("GET_LOCK mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
+}
+
+// startClockMariaDB starts a private mariadbd on clock (its own data
+// directory, made by mariadb-install-db, on a free loopback port and a
+// socket in that directory), killed at cleanup, checks that its clock
+// follows a step, and returns the user@host:port/db of a fresh database.
+// It runs when the other MariaDB/MySQL tests do (LEASE_TEST_MYSQL_DSN).
+func startClockMariaDB(t *testing.T, clock *faketime.Clock) string {
+	t.Helper()
+	leasetest.Env(t, "LEASE_TEST_MYSQL_DSN")
+	bins := make([]string, 2)
+	for i, name := range []string{"mariadb-install-db", "mariadbd"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			p, err = exec.LookPath("/usr/sbin/" + name)
+		}
+		if err != nil {
+			t.Fatalf("%s (Debian package mariadb-server): %v", name, err)
+		}
+		bins[i] = p
+	}
+	dir := t.TempDir()
+	data, logPath := filepath.Join(dir, "data"), filepath.Join(dir, "log")
+	var user []string
+	if os.Geteuid() == 0 {
+		user = []string{"--user=root"} // mariadbd refuses root without it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, bins[0], append([]string{"--no-defaults", "--datadir=" + data,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, user...)...)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	cmd := exec.Command(bins[1], append([]string{"--no-defaults", "--datadir=" + data,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", port), "--socket=" + filepath.Join(dir, "sock"),
+		"--pid-file=" + filepath.Join(dir, "pid"), "--log-error=" + logPath, "--skip-name-resolve",
+		"--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=32M", "--max-connections=200"}, user...)...)
+	cmd.Env = append(os.Environ(), clock.Env()...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=5s", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.PingContext(pctx)
+		pcancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("mariadbd on port %d exited at start:\n%s", port, b)
+		case <-ctx.Done():
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("mariadbd on port %d not ready: %v\n%s", port, err, b)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE leasekit"); err != nil {
+		t.Fatal(err)
+	}
+	checkStep(t, stepNow(clock), func(ctx context.Context) (time.Time, error) {
+		var us int64
+		err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))").Scan(&us)
+		return time.UnixMicro(us), err
+	}, nil)
+	return fmt.Sprintf("root@127.0.0.1:%d/leasekit", port)
+}
