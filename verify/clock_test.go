@@ -228,10 +228,12 @@ func TestClockZooKeeper(t *testing.T) {
 	step := stepSettled(clock, probe.now)
 	// An hour is many session timeouts: the server keeps the session.
 	checkStep(t, step, probe.now, func() error {
-		time.Sleep(3 * probe.timeout)
+		time.Sleep(2 * probe.timeout)
 		return probe.alive()
 	})
-	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 35*time.Second, clock, step, true)
+	// 32 s: the faults take at most 28 s (clockHolder's waits, the
+	// drift, the recoveries), 2 s more for the steps to take effect.
+	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 32*time.Second, clock, step, true)
 }
 
 // TestClockZooKeeperMonotonic: when the server's monotonic clock jumps too
@@ -332,6 +334,7 @@ type zkProbe struct {
 	timeout time.Duration // the session's
 	clock   string        // node whose mtime is the server's time
 	eph     string        // the session's ephemeral node
+	expired bool          // the session's expiry was seen
 }
 
 // dialZK opens a probe session with timeout on addr.
@@ -380,6 +383,7 @@ func (p *zkProbe) alive() error {
 		select {
 		case ev := <-p.events:
 			if ev.State == zk.StateExpired {
+				p.expired = true
 				return errors.New("the session expired")
 			}
 			continue
@@ -400,16 +404,15 @@ func (p *zkProbe) alive() error {
 // waitExpired waits up to d for the server to expire the session.
 func (p *zkProbe) waitExpired(d time.Duration) error {
 	deadline := time.After(d)
-	for {
+	for !p.expired {
 		select {
 		case ev := <-p.events:
-			if ev.State == zk.StateExpired {
-				return nil
-			}
+			p.expired = ev.State == zk.StateExpired
 		case <-deadline:
 			return fmt.Errorf("the session (timeout %v) did not expire within %v (%v)", p.timeout, d, p.conn.State())
 		}
 	}
+	return nil
 }
 
 func (p *zkProbe) close() { p.conn.Close() }

@@ -1,11 +1,11 @@
 // Package faketime runs private test servers under libfaketime (Debian
 // package faketime) with a wall clock the test moves while they run: the
 // server reads its offset from a file on every clock call
-// (FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1), and Step rewrites the
-// file. Only the server's realtime clock moves (CLOCK_REALTIME,
-// gettimeofday, time): FAKETIME_DONT_FAKE_MONOTONIC=1 leaves CLOCK_MONOTONIC
-// alone, as an NTP step or a drifting oscillator would. The machine's own
-// clock is never touched.
+// (FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1; once a second with
+// Cached), and Step rewrites the file. Only the server's realtime clock
+// moves (CLOCK_REALTIME, gettimeofday, time): FAKETIME_DONT_FAKE_MONOTONIC=1
+// leaves CLOCK_MONOTONIC alone, as an NTP step or a drifting oscillator
+// would (Monotonic moves it too). The machine's own clock is never touched.
 //
 // Programs linked with jemalloc (Debian's redis-server) hang at start under
 // libfaketime: jemalloc's initialization reads the clock, libfaketime's
