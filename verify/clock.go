@@ -89,12 +89,12 @@ func (r *runner) injectClock(ctx context.Context, kind string) bool {
 
 // clockHolder waits up to d for a holder to step the clock under: in the
 // first three quarters of d, a careless worker that keeps its leases
-// (Hold) and has more than a TTL of its hold left (it acquired its current
-// one less than a TTL ago at Hold 6), so that it goes on writing with its
-// fence for a while after the step; then any holder.
+// (Hold) and acquired its current one less than a TTL ago, or, at a Hold
+// above 9, has two TTLs of its hold left, so that it goes on writing with
+// its fence for a while after the step; then any holder.
 func (r *runner) clockHolder(ctx context.Context, d time.Duration) (int, uint64, *worker) {
 	start := time.Now()
-	fresh := max(r.cfg.TTL, time.Duration(r.cfg.Hold)*r.cfg.TTL/3-r.cfg.TTL) // renew interval TTL/3
+	fresh := max(r.cfg.TTL, time.Duration(r.cfg.Hold)*r.cfg.TTL/3-2*r.cfg.TTL) // renew interval TTL/3
 	for time.Since(start) < 3*d/4 && ctx.Err() == nil {
 		r.mu.Lock()
 		for id, f := range r.holder {
