@@ -430,10 +430,10 @@ func TestClockMariaDB(t *testing.T) {
 	t.Parallel()
 	clock := faketime.New(t)
 	dsn := startClockMariaDB(t, clock)
-	// 30 s and Hold 9, not PostgreSQL's 20 s and 6: waiters poll here (no
+	// 30 s and Hold 15, not PostgreSQL's 20 s and 6: waiters poll here (no
 	// announcements), and on a busy machine as few as one forward step in
-	// three let a second holder in before the stepped one stopped writing.
-	runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 9, clock, stepNow(clock), true)
+	// four let a second holder in before the stepped one stopped writing.
+	runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock, stepNow(clock), true)
 }
 
 // TestClockMariaDBGetLock: the same in GET_LOCK mode, where a lease is a
