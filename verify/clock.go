@@ -89,10 +89,12 @@ func (r *runner) injectClock(ctx context.Context, kind string) bool {
 
 // clockHolder waits up to d for a holder to step the clock under: in the
 // first three quarters of d, a careless worker that keeps its leases
-// (Hold) and acquired its current one less than a TTL ago, so that it goes
-// on writing with its fence for a while after the step; then any holder.
+// (Hold) and acquired its current one less than a TTL ago, or, at a Hold
+// above 9, has two TTLs of its hold left, so that it goes on writing with
+// its fence for a while after the step; then any holder.
 func (r *runner) clockHolder(ctx context.Context, d time.Duration) (int, uint64, *worker) {
 	start := time.Now()
+	fresh := max(r.cfg.TTL, time.Duration(r.cfg.Hold)*r.cfg.TTL/3-2*r.cfg.TTL) // renew interval TTL/3
 	for time.Since(start) < 3*d/4 && ctx.Err() == nil {
 		r.mu.Lock()
 		for id, f := range r.holder {
@@ -102,7 +104,7 @@ func (r *runner) clockHolder(ctx context.Context, d time.Duration) (int, uint64,
 			for i := len(r.recs) - 1; i >= 0; i-- {
 				rec := r.recs[i]
 				if rec.Op == "acquire" && rec.W == id && rec.Fence == f {
-					if time.Since(time.Unix(0, rec.Ret)) < r.cfg.TTL {
+					if time.Since(time.Unix(0, rec.Ret)) < fresh {
 						w := r.workers[id]
 						r.mu.Unlock()
 						return id, f, w

@@ -9,6 +9,8 @@ package verify_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,11 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/internal/faketime"
 	"github.com/leasekit/lease/internal/pgtest"
+	"github.com/leasekit/lease/internal/zktest"
 	"github.com/leasekit/lease/leasetest"
 	"github.com/leasekit/lease/verify"
 )
@@ -29,15 +33,16 @@ import (
 // lets a second holder in.
 var clockFaults = []string{verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift, verify.FaultClockForward}
 
-// runClock runs the harness with the store clock faults on clock and checks
-// that every kind was injected, that nothing unsafe happened, and, with
-// early, that a forward step let a second holder in.
-func runClock(t *testing.T, store string, ttl, least time.Duration, clock *faketime.Clock, early bool) *verify.Report {
+// runClock runs the harness with the store clock faults, stepping clock
+// with step, and checks that every kind was injected, that nothing unsafe
+// happened, and, with early, that a forward step let a second holder in.
+// The careless holder whose store clock jumps goes on writing with its
+// fence for hold renew intervals (hold/3 TTLs), after the waiters woke and
+// took the key.
+func runClock(t *testing.T, store string, ttl, least time.Duration, hold int, clock *faketime.Clock, step stepFunc, early bool) *verify.Report {
 	t.Helper()
-	// Hold 6: the careless holder whose store clock jumps goes on writing
-	// with its fence for 2 TTLs, after the waiters woke and took the key.
-	rep := run(t, verify.Config{Store: store, TTL: ttl, Hold: 6, Duration: max(runDuration(t), least), Faults: clockFaults,
-		StepClock: func(_ context.Context, d time.Duration) error { return clock.Step(d) }})
+	rep := run(t, verify.Config{Store: store, TTL: ttl, Hold: hold, Duration: max(runDuration(t), least), Faults: clockFaults,
+		StepClock: step})
 	check(t, rep, verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift)
 	if early && rep.EarlyGrants == 0 {
 		t.Errorf("no forward step of the store's clock let a second holder in (%d steps)", rep.Faults[verify.FaultClockForward])
@@ -46,13 +51,65 @@ func runClock(t *testing.T, store string, ttl, least time.Duration, clock *faket
 	return rep
 }
 
-// checkStep steps clock by an hour and checks that the server's clock,
-// read by now, followed, then steps it back.
-func checkStep(t *testing.T, clock *faketime.Clock, now func(ctx context.Context) (time.Time, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// stepFunc moves a store server's clock (verify.Config.StepClock).
+type stepFunc = func(ctx context.Context, d time.Duration) error
+
+// stepNow steps clock for a server that reads the offset at every clock
+// call: the step is in effect when Step returns.
+func stepNow(clock *faketime.Clock) stepFunc {
+	return func(_ context.Context, d time.Duration) error { return clock.Step(d) }
+}
+
+// stepSettled steps clock for a server that reads the offset at most once
+// a second (faketime.Cached), and waits, for a step of 100 ms or more,
+// until the server's clock, read by now, shows it: a step counts as a
+// fault only once it is in effect. The drift's steps of a few
+// milliseconds reach the server in its own time.
+func stepSettled(clock *faketime.Clock, now func(ctx context.Context) (time.Time, error)) stepFunc {
+	return func(ctx context.Context, d time.Duration) error {
+		old := clock.Offset()
+		if err := clock.Step(d); err != nil {
+			return err
+		}
+		if d.Abs() < 100*time.Millisecond {
+			return nil
+		}
+		return waitOffset(ctx, old, d, now)
+	}
+}
+
+// waitOffset waits up to 10 s until the server's clock, read by now, is
+// off by old+d rather than old: read between sent and got, it is past the
+// halfway mark old+d/2 whatever the round trip.
+func waitOffset(ctx context.Context, old, d time.Duration, now func(ctx context.Context) (time.Time, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := clock.Step(time.Hour); err != nil {
+	for {
+		sent := time.Now()
+		t, err := now(ctx)
+		got := time.Now()
+		if err == nil && (d > 0 && t.Sub(got) > old+d/2 || d < 0 && t.Sub(sent) < old+d/2) {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("off by %v", t.Sub(got))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server's clock did not follow a step of %v from %v: %w (%w)", d, old, err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// checkStep steps the clock by an hour with step and checks that the
+// server's clock, read by now, followed, and then whatever ahead checks
+// (if not nil), then steps it back.
+func checkStep(t *testing.T, step stepFunc, now func(ctx context.Context) (time.Time, error), ahead func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := step(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	got, err := now(ctx)
@@ -62,7 +119,12 @@ func checkStep(t *testing.T, clock *faketime.Clock, now func(ctx context.Context
 	if off := time.Until(got); off < 59*time.Minute || off > 61*time.Minute {
 		t.Fatalf("the server's clock is %v from ours after a step of an hour", off)
 	}
-	if err := clock.Step(-time.Hour); err != nil {
+	if ahead != nil {
+		if err := ahead(); err != nil {
+			t.Fatalf("an hour ahead: %v", err)
+		}
+	}
+	if err := step(ctx, -time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -78,8 +140,8 @@ func TestClockRedis(t *testing.T) {
 	addr := startClockRedis(t, clock)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	checkStep(t, clock, func(ctx context.Context) (time.Time, error) { return c.Time(ctx).Result() })
-	runClock(t, "redis://"+addr+"/0", 500*time.Millisecond, 20*time.Second, clock, true)
+	checkStep(t, stepNow(clock), func(ctx context.Context) (time.Time, error) { return c.Time(ctx).Result() }, nil)
+	runClock(t, "redis://"+addr+"/0", 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), true)
 }
 
 // startClockRedis starts redis-server on clock, on a free loopback port,
@@ -117,7 +179,7 @@ func TestClockPostgres(t *testing.T) {
 	clock := faketime.New(t)
 	p := pgtest.StartEnv(t, clock.Env(), "fsync=off", "max_connections=200")
 	checkPGStep(t, clock, p.DSN())
-	runClock(t, p.DSN(), 500*time.Millisecond, 20*time.Second, clock, true)
+	runClock(t, p.DSN(), 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), true)
 }
 
 // TestClockPostgresAdvisory: the same in advisory mode. A lease is a
@@ -130,7 +192,7 @@ func TestClockPostgresAdvisory(t *testing.T) {
 	clock := faketime.New(t)
 	p := pgtest.StartEnv(t, clock.Env(), "fsync=off", "max_connections=200")
 	checkPGStep(t, clock, p.DSN())
-	rep := runClock(t, p.DSN()+"&mode=advisory", 500*time.Millisecond, 20*time.Second, clock, false)
+	rep := runClock(t, p.DSN()+"&mode=advisory", 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), false)
 	t.Logf("advisory mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
 }
 
@@ -143,9 +205,326 @@ func checkPGStep(t *testing.T, clock *faketime.Clock, dsn string) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	checkStep(t, clock, func(ctx context.Context) (time.Time, error) {
+	checkStep(t, stepNow(clock), func(ctx context.Context) (time.Time, error) {
 		var now time.Time
 		err := pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
 		return now, err
+	}, nil)
+}
+
+// TestClockZooKeeper: a private standalone ZooKeeper under libfaketime.
+// zklease judges a lease expired when its node's mtime plus the TTL is
+// before the time of the judge's own write, both stamped by the server's
+// wall clock, so a forward step expires it. The server times sessions by
+// its monotonic clock (System.nanoTime), which a wall clock step leaves
+// alone: checked first, a session outlives a step of an hour. The JVM reads
+// the offset once a second (faketime.Cached; at every clock call it ran
+// too slowly on a busy machine), and each step counts once the server's
+// clock shows it.
+func TestClockZooKeeper(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	addr := startClockZooKeeper(t, clock.Env(faketime.Cached()))
+	probe := dialZK(t, addr, 2*time.Second)
+	step := stepSettled(clock, probe.now)
+	// An hour is many session timeouts: the server keeps the session.
+	checkStep(t, step, probe.now, func() error {
+		time.Sleep(2 * probe.timeout)
+		return probe.alive()
 	})
+	// 32 s: the faults take at most 28 s (clockHolder's waits, the
+	// drift, the recoveries), 2 s more for the steps to take effect. Hold
+	// 12 (4 s): a step takes up to 2 s to reach the server.
+	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 32*time.Second, 12, clock, step, true)
+}
+
+// TestClockZooKeeperMonotonic: when the server's monotonic clock jumps too
+// (faketime.Monotonic; a paused virtual machine that resumes), ZooKeeper
+// expires every session whose timeout the jump exceeds, and with it the
+// session's ephemeral nodes: every zklease lease on that server ends at
+// once, and its holder learns it from the expired session.
+func TestClockZooKeeperMonotonic(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	addr := startClockZooKeeper(t, clock.Env(faketime.Cached(), faketime.Monotonic()))
+	probe := dialZK(t, addr, 2*time.Second)
+	defer probe.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := stepSettled(clock, probe.now)(ctx, 5*probe.timeout); err != nil && probe.alive() == nil {
+		t.Fatal(err)
+	}
+	if err := probe.waitExpired(20 * time.Second); err != nil {
+		t.Fatalf("after a monotonic step of %v: %v", 5*probe.timeout, err)
+	}
+	t.Logf("the session (timeout %v) expired %v after a monotonic step of %v",
+		probe.timeout, time.Since(start).Round(time.Millisecond), 5*probe.timeout)
+}
+
+// startClockZooKeeper starts a standalone ZooKeeper server with env (its
+// clock's), on a free loopback port, killed at cleanup, and returns its
+// address once it serves.
+func startClockZooKeeper(t *testing.T, env []string) string {
+	t.Helper()
+	java := leasetest.Env(t, "LEASE_TEST_JAVA")
+	cp := leasetest.Env(t, "LEASE_TEST_ZK_CLASSPATH")
+	port, dir := freePort(t), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfgPath, logPath := filepath.Join(dir, "zoo.cfg"), filepath.Join(dir, "server.log")
+	cfg := fmt.Sprintf(`tickTime=500
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+minSessionTimeout=1000
+maxSessionTimeout=60000
+forceSync=no
+admin.enableServer=false
+4lw.commands.whitelist=srvr
+`, filepath.Join(dir, "data"), port)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(java, "-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djava.net.preferIPv4Stack=true", "-Dzookeeper.admin.enableServer=false",
+		"-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfgPath)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	srv := &zktest.Server{Addr: addr}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		mode, err := srv.Mode(ctx)
+		cancel()
+		if err == nil && mode == "standalone" {
+			return addr
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("ZooKeeper on %s exited at start:\n%s", addr, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("ZooKeeper on %s not serving after 90 s (%q, %v):\n%s", addr, mode, err, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// zkProbe is a session on a private ZooKeeper server that reads the
+// server's clock (a write's mtime) and keeps an ephemeral node.
+type zkProbe struct {
+	conn    *zk.Conn
+	events  <-chan zk.Event
+	timeout time.Duration // the session's
+	clock   string        // node whose mtime is the server's time
+	eph     string        // the session's ephemeral node
+	expired bool          // the session's expiry was seen
+}
+
+// dialZK opens a probe session with timeout on addr.
+func dialZK(t *testing.T, addr string, timeout time.Duration) *zkProbe {
+	t.Helper()
+	conn, events, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	p := &zkProbe{conn: conn, events: events, clock: "/leasekit-clock", eph: "/leasekit-clock-session"}
+	deadline := time.After(30 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-events:
+		case <-deadline:
+			t.Fatalf("no ZooKeeper session on %s after 30 s (%v)", addr, conn.State())
+		}
+	}
+	p.timeout = timeout // within the server's bounds, so granted as asked
+	if _, err := conn.Create(p.clock, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(p.eph, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// now writes the clock node and returns its mtime.
+func (p *zkProbe) now(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	st, err := p.conn.Set(p.clock, nil, -1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(st.Mtime), nil
+}
+
+// alive checks that the session has not expired and still has its
+// ephemeral node.
+func (p *zkProbe) alive() error {
+	for {
+		select {
+		case ev := <-p.events:
+			if ev.State == zk.StateExpired {
+				p.expired = true
+				return errors.New("the session expired")
+			}
+			continue
+		default:
+		}
+		break
+	}
+	ok, st, err := p.conn.Exists(p.eph)
+	if err != nil {
+		return fmt.Errorf("the session's ephemeral node: %w", err)
+	}
+	if !ok || st.EphemeralOwner != p.conn.SessionID() {
+		return errors.New("the session's ephemeral node is gone")
+	}
+	return nil
+}
+
+// waitExpired waits up to d for the server to expire the session.
+func (p *zkProbe) waitExpired(d time.Duration) error {
+	deadline := time.After(d)
+	for !p.expired {
+		select {
+		case ev := <-p.events:
+			p.expired = ev.State == zk.StateExpired
+		case <-deadline:
+			return fmt.Errorf("the session (timeout %v) did not expire within %v (%v)", p.timeout, d, p.conn.State())
+		}
+	}
+	return nil
+}
+
+func (p *zkProbe) close() { p.conn.Close() }
+
+// zkQuiet drops go-zookeeper's log lines (reconnections after expiry).
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}
+
+// TestClockMariaDB: a private mariadbd under libfaketime, table mode, whose
+// leases expire by the server's UTC_TIMESTAMP(6).
+func TestClockMariaDB(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	dsn := startClockMariaDB(t, clock)
+	// 30 s and Hold 15, not PostgreSQL's 20 s and 6: waiters poll here (no
+	// announcements), and on a busy machine as few as one forward step in
+	// four let a second holder in before the stepped one stopped writing.
+	runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock, stepNow(clock), true)
+}
+
+// TestClockMariaDBGetLock: the same in GET_LOCK mode, where a lease is a
+// connection's named lock, ended with its connection, which the server
+// ends after wait_timeout (the TTL, whole seconds) without a renewal: a
+// timer, like PostgreSQL's idle_session_timeout, so the steps should let
+// nobody in early (the test requires only safety).
+func TestClockMariaDBGetLock(t *testing.T) {
+	t.Parallel()
+	clock := faketime.New(t)
+	dsn := startClockMariaDB(t, clock)
+	rep := runClock(t, "mysql://"+dsn+"?mode=getlock", time.Second, 35*time.Second, 6, clock, stepNow(clock), false)
+	t.Logf("GET_LOCK mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
+}
+
+// startClockMariaDB starts a private mariadbd on clock (its own data
+// directory, made by mariadb-install-db, on a free loopback port and a
+// socket in that directory), killed at cleanup, checks that its clock
+// follows a step, and returns the user@host:port/db of a fresh database.
+// It runs when the other MariaDB/MySQL tests do (LEASE_TEST_MYSQL_DSN).
+func startClockMariaDB(t *testing.T, clock *faketime.Clock) string {
+	t.Helper()
+	leasetest.Env(t, "LEASE_TEST_MYSQL_DSN")
+	bins := make([]string, 2)
+	for i, name := range []string{"mariadb-install-db", "mariadbd"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			p, err = exec.LookPath("/usr/sbin/" + name)
+		}
+		if err != nil {
+			t.Fatalf("%s (Debian package mariadb-server): %v", name, err)
+		}
+		bins[i] = p
+	}
+	dir := t.TempDir()
+	data, logPath := filepath.Join(dir, "data"), filepath.Join(dir, "log")
+	var user []string
+	if os.Geteuid() == 0 {
+		user = []string{"--user=root"} // mariadbd refuses root without it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	install := exec.CommandContext(ctx, bins[0], append([]string{"--no-defaults", "--datadir=" + data,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, user...)...)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	cmd := exec.Command(bins[1], append([]string{"--no-defaults", "--datadir=" + data,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", port), "--socket=" + filepath.Join(dir, "sock"),
+		"--pid-file=" + filepath.Join(dir, "pid"), "--log-error=" + logPath, "--skip-name-resolve",
+		"--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=32M", "--max-connections=200"}, user...)...)
+	cmd.Env = append(os.Environ(), clock.Env()...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=5s", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.PingContext(pctx)
+		pcancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("mariadbd on port %d exited at start:\n%s", port, b)
+		case <-ctx.Done():
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("mariadbd on port %d not ready: %v\n%s", port, err, b)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE leasekit"); err != nil {
+		t.Fatal(err)
+	}
+	checkStep(t, stepNow(clock), func(ctx context.Context) (time.Time, error) {
+		var us int64
+		err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))").Scan(&us)
+		return time.UnixMicro(us), err
+	}, nil)
+	return fmt.Sprintf("root@127.0.0.1:%d/leasekit", port)
 }

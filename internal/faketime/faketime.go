@@ -1,11 +1,11 @@
 // Package faketime runs private test servers under libfaketime (Debian
 // package faketime) with a wall clock the test moves while they run: the
 // server reads its offset from a file on every clock call
-// (FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1), and Step rewrites the
-// file. Only the server's realtime clock moves (CLOCK_REALTIME,
-// gettimeofday, time): FAKETIME_DONT_FAKE_MONOTONIC=1 leaves CLOCK_MONOTONIC
-// alone, as an NTP step or a drifting oscillator would. The machine's own
-// clock is never touched.
+// (FAKETIME_TIMESTAMP_FILE with FAKETIME_NO_CACHE=1; once a second with
+// Cached), and Step rewrites the file. Only the server's realtime clock
+// moves (CLOCK_REALTIME, gettimeofday, time): FAKETIME_DONT_FAKE_MONOTONIC=1
+// leaves CLOCK_MONOTONIC alone, as an NTP step or a drifting oscillator
+// would (Monotonic moves it too). The machine's own clock is never touched.
 //
 // Programs linked with jemalloc (Debian's redis-server) hang at start under
 // libfaketime: jemalloc's initialization reads the clock, libfaketime's
@@ -90,9 +90,46 @@ func New(t testing.TB) *Clock {
 }
 
 // Env returns the environment variables that put a process on this clock.
-func (c *Clock) Env() []string {
-	return []string{"LD_PRELOAD=" + c.lib, "FAKETIME_TIMESTAMP_FILE=" + c.path, "FAKETIME_NO_CACHE=1",
+func (c *Clock) Env(opts ...Option) []string {
+	env := []string{"LD_PRELOAD=" + c.lib, "FAKETIME_TIMESTAMP_FILE=" + c.path, "FAKETIME_NO_CACHE=1",
 		"FAKETIME_DONT_FAKE_MONOTONIC=1"}
+	for _, o := range opts {
+		env = o(env)
+	}
+	return env
+}
+
+// An Option changes the environment Env returns.
+type Option func(env []string) []string
+
+// Cached makes the process re-read the offset at most once a second
+// (FAKETIME_CACHE_DURATION=1) instead of at every clock call: a step then
+// reaches it within a second. A JVM reads the clock so often that reading
+// the file each time slows it down several times on a busy machine.
+func Cached() Option {
+	return func(env []string) []string {
+		return replace(env, "FAKETIME_NO_CACHE=", "FAKETIME_CACHE_DURATION=1")
+	}
+}
+
+// Monotonic moves the process's monotonic clocks (CLOCK_MONOTONIC and the
+// like) with its wall clock: a step moves both, as when a paused virtual
+// machine resumes. At start the monotonic clock then reads as the wall
+// clock does.
+func Monotonic() Option {
+	return func(env []string) []string {
+		return replace(env, "FAKETIME_DONT_FAKE_MONOTONIC=", "FAKETIME_DONT_FAKE_MONOTONIC=0")
+	}
+}
+
+// replace replaces the variable of env that starts with prefix by v.
+func replace(env []string, prefix, v string) []string {
+	for i, e := range env {
+		if strings.HasPrefix(e, prefix) {
+			env[i] = v
+		}
+	}
+	return env
 }
 
 // EnvLibcMalloc is Env for a program linked with jemalloc: it preloads the
