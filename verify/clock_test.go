@@ -433,7 +433,10 @@ func TestClockMariaDB(t *testing.T) {
 	// 30 s and Hold 15, not PostgreSQL's 20 s and 6: waiters poll here (no
 	// announcements), and on a busy machine as few as one forward step in
 	// four let a second holder in before the stepped one stopped writing.
-	runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock, stepNow(clock), true)
+	// So a run may see no early grant by chance: required is safety alone
+	// (docs/RELIABILITY.md gives the early grants over several runs).
+	rep := runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock, stepNow(clock), false)
+	t.Logf("table mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
 }
 
 // TestClockMariaDBGetLock: the same in GET_LOCK mode, where a lease is a
