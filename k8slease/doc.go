@@ -27,7 +27,9 @@
 //     waits for it. The token, the key and the exact TTL live in
 //     annotations. A Lease the store did not write (no leasekit.io/key
 //     annotation, or another key's) is refused with lease.ErrInvalid, never
-//     taken over.
+//     taken over; one whose annotations or holder no store writes (a fence
+//     or TTL that is no canonical decimal, the fence MaxInt64, a holder
+//     without holderIdentity), or such a waiter object, is lease.ErrCorrupt.
 //
 // # Which clock decides expiry
 //

@@ -40,10 +40,7 @@ func (s *Store) name(key string) string {
 
 // checkPrefix checks that names made with prefix are valid.
 func checkPrefix(prefix string) error {
-	if prefix == "" {
-		return nil
-	}
-	if len(prefix) > maxPrefix || len(validation.IsDNS1123Subdomain(prefix+"x")) > 0 {
+	if prefix != "" && (len(prefix) > maxPrefix || len(validation.IsDNS1123Subdomain(prefix+"x")) > 0) {
 		return lease.Invalid("prefix", "%q is not lowercase letters, digits, '-' and '.' of at most %d bytes", prefix, maxPrefix)
 	}
 	return nil

@@ -48,11 +48,10 @@ const (
 // namespace. It implements driver.Store, driver.Notifier, driver.Lister and
 // driver.Breaker, and is safe for concurrent use.
 type Store struct {
-	leases leasesv1.LeaseInterface
-	prefix string
-	label  string
-	clock  lease.Clock
-	skew   time.Duration // < 0: the wall-clock rule is off
+	leases        leasesv1.LeaseInterface
+	prefix, label string
+	clock         lease.Clock
+	skew          time.Duration // < 0: the wall-clock rule is off
 
 	maxWaiters int
 
@@ -151,8 +150,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	l, err := s.get(ctx, r.Key)
 	if apierrors.IsNotFound(err) {
 		l, err = s.newLease(r.Key), nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return driver.Grant{}, err
 	}
 	var own *coordv1.Lease
@@ -247,8 +245,7 @@ func (s *Store) holderOp(ctx context.Context, r driver.Request, op func(*coordv1
 	l, err := s.get(ctx, r.Key)
 	if apierrors.IsNotFound(err) {
 		return lease.ErrNotHeld
-	}
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
 	if s.remaining(l) <= 0 || l.Annotations[annToken] != r.Token {
@@ -270,8 +267,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	l, err := s.get(ctx, key)
 	if apierrors.IsNotFound(err) {
 		return driver.Info{Key: key}, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return driver.Info{}, fmt.Errorf("k8slease: inspect %q: %w", key, err)
 	}
 	he := s.held(l, key, 0)
@@ -286,9 +282,24 @@ func (s *Store) get(ctx context.Context, key string) (*coordv1.Lease, error) {
 	}
 	if l.Annotations[annKey] != key {
 		return nil, lease.Invalid("key", "Lease %q belongs to key %q", l.Name, l.Annotations[annKey])
+	} else if err := check(l); err != nil {
+		return nil, err
 	}
 	s.saw(l, s.clock.Now())
 	return l, nil
+}
+
+// check returns an error matching lease.ErrCorrupt if l, a key's object or
+// a waiter's, holds what no store writes: a fence or a holder's TTL that is
+// no canonical decimal (or the fence MaxInt64, which has no successor), a
+// ticket that is no decimal, or a holder without holderIdentity.
+func check(l *coordv1.Lease) error {
+	a, f, t := l.Annotations, fence(l), ttl(l)
+	if strconv.FormatUint(f, 10) != a[annFence] || f >= math.MaxInt64 || strings.Trim(a[annTicket], "0123456789") != "" ||
+		a[annToken] != "" && (t <= 0 || strconv.FormatInt(t.Milliseconds(), 10) != a[annTTL] || l.Spec.HolderIdentity == nil) {
+		return fmt.Errorf("%w: Lease %q: fence %q, ticket %q, TTL %q ms, holderIdentity %v", lease.ErrCorrupt, l.Name, a[annFence], a[annTicket], a[annTTL], l.Spec.HolderIdentity != nil)
+	}
+	return nil
 }
 
 // update writes l back if its resourceVersion is still the one read, or
@@ -355,8 +366,7 @@ func (s *Store) newLease(key string) *coordv1.Lease {
 // grant gives l to r with the next fence.
 func (s *Store) grant(l *coordv1.Lease, r driver.Request, now time.Time) {
 	f := fence(l) + 1
-	l.Annotations[annFence] = strconv.FormatUint(f, 10)
-	l.Annotations[annToken] = r.Token
+	l.Annotations[annFence], l.Annotations[annToken] = strconv.FormatUint(f, 10), r.Token
 	t := metav1.NewMicroTime(now)
 	n := int32(min(f, math.MaxInt32))
 	l.Spec.AcquireTime, l.Spec.LeaseTransitions = &t, &n
@@ -416,13 +426,13 @@ func (s *Store) queueOf(ctx context.Context, key, holder, token string) (q []dri
 	if err != nil {
 		return nil, nil, err
 	}
-	q, own = s.live(ws.Items, key, holder, token)
-	return q, own, nil
+	return s.live(ws.Items, key, holder, token)
 }
 
 // live picks key's waiter objects of ws and returns its live waiters but
-// holder, head first (the lowest ticket), and token's object, live or not.
-func (s *Store) live(ws []coordv1.Lease, key, holder, token string) (q []driver.Waiter, own *coordv1.Lease) {
+// holder, head first (the lowest ticket), and token's object, live or not;
+// or check's error on one.
+func (s *Store) live(ws []coordv1.Lease, key, holder, token string) (q []driver.Waiter, own *coordv1.Lease, err error) {
 	slices.SortFunc(ws, func(a, b coordv1.Lease) int { // in place: sorted again, it costs little
 		return cmp.Or(cmp.Compare(len(ticket(&a)), len(ticket(&b))), strings.Compare(ticket(&a), ticket(&b)))
 	})
@@ -430,6 +440,8 @@ func (s *Store) live(ws []coordv1.Lease, key, holder, token string) (q []driver.
 		w := &ws[i]
 		if w.Annotations[annKey] != key || w.Labels[labQueue] != digest(s.name(key)) {
 			continue
+		} else if err := check(w); err != nil {
+			return nil, nil, err
 		}
 		s.saw(w, now)
 		tok, left := w.Annotations[annToken], s.remaining(w)
@@ -440,7 +452,7 @@ func (s *Store) live(ws []coordv1.Lease, key, holder, token string) (q []driver.
 			q = append(q, driver.Waiter{Token: tok, Remaining: left})
 		}
 	}
-	return q, own
+	return q, own, nil
 }
 
 // ticket is w's place in its queue, a resourceVersion: decimal integers
@@ -464,8 +476,7 @@ func (s *Store) enqueue(ctx context.Context, r driver.Request, own *coordv1.Leas
 	if queued {
 		t = ticket(w)
 	}
-	w.Annotations[annTicket] = t
-	w.Annotations[annToken] = r.Token
+	w.Annotations[annTicket], w.Annotations[annToken] = t, r.Token
 	s.renew(w, r, start)
 	return s.update(ctx, w, start)
 }
@@ -505,7 +516,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]d
 	var page []driver.Entry
 	for i := range ls.Items {
 		l := &ls.Items[i]
-		if key := l.Annotations[annKey]; strings.HasPrefix(key, prefix) && l.Name == s.name(key) {
+		if key := l.Annotations[annKey]; strings.HasPrefix(key, prefix) && l.Name == s.name(key) && check(l) == nil {
 			s.saw(l, now)
 			if e := s.entry(l, ws.Items); len(e.Holders)+len(e.Waiters)+len(e.Broken) > 0 {
 				page = append(page, e)
@@ -523,7 +534,7 @@ func (s *Store) entry(l *coordv1.Lease, ws []coordv1.Lease) driver.Entry {
 		tok = l.Annotations[annToken]
 		e.Holders = []driver.Holder{{Token: tok, Holder: ptr.Deref(l.Spec.HolderIdentity, ""), Fence: fence(l), Remaining: left}}
 	}
-	e.Waiters, _ = s.live(ws, e.Key, tok, "")
+	e.Waiters, _, _ = s.live(ws, e.Key, tok, "") // none if one is corrupt
 	if tok, until := tombstone(l); tok != "" && time.Now().Before(until) {
 		e.Broken = []string{tok}
 	}

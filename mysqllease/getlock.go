@@ -46,22 +46,22 @@ type held struct {
 func newGetLock(b base) *GetLockStore {
 	return &GetLockStore{base: b, leases: make(map[[2]string]*held),
 		adoptSQL: b.sql(`UPDATE {T} c SET c.fence = LAST_INSERT_ID(c.fence), c.expires_us = {NOW} + ?, c.holder = ?
-	WHERE c.ns = ? AND c.k = ? AND c.token = ? AND ` + b.live),
+	WHERE c.ns = ? AND c.k = ? AND c.token = ? AND ` + b.live + ` AND NOT {BAD}`),
 		clearSQL: b.sql(`UPDATE {T} c SET c.token = NULL, c.holder = '', c.expires_us = 0, c.conn = NULL
-	WHERE c.ns = ? AND c.k = ? AND c.token = ? AND ` + b.live),
+	WHERE c.ns = ? AND c.k = ? AND c.token = ? AND ` + b.live + ` AND NOT {BAD}`),
 	}
 }
 
 // glAcquire writes a granted lease into the key's row on the connection
-// that now holds its lock: a new fence every time.
-const glAcquire = `INSERT INTO {T} (ns, k, token, holder, fence, expires_us, conn)
+// that now holds its lock: a new fence every time (a bad row fails the guard).
+var glAcquire = `INSERT INTO {T} (ns, k, token, holder, fence, expires_us, conn)
 VALUES (?, ?, ?, ?, LAST_INSERT_ID(1), {NOW} + ?, CONNECTION_ID())
-ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), token = VALUES(token), holder = VALUES(holder),
+ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(` + guard("fence + 1") + `), token = VALUES(token), holder = VALUES(holder),
 	expires_us = VALUES(expires_us), conn = VALUES(conn)`
 
 // glOwned is true when the row of $ns, $k names $token and this
-// connection, which holds the lock $lock.
-const glOwned = `ns = ? AND k = ? AND token = ? AND conn = CONNECTION_ID() AND IS_USED_LOCK(?) = CONNECTION_ID()`
+// connection, which holds the lock $lock, and is not bad.
+const glOwned = `ns = ? AND k = ? AND token = ? AND conn = CONNECTION_ID() AND IS_USED_LOCK(?) = CONNECTION_ID() AND NOT {BAD}`
 
 // Caps reports a fixed TTL (the connection's wait_timeout, in whole
 // seconds) of at least a second.
@@ -97,7 +97,7 @@ func (s *GetLockStore) Acquire(ctx context.Context, r driver.Request) (driver.Gr
 	switch {
 	case err != nil:
 		s.discard(h.conn)
-		return driver.Grant{}, fmt.Errorf("mysqllease: acquire %q: %w", r.Key, err)
+		return driver.Grant{}, opErr("acquire", r.Key, true, err)
 	case h.fence == 0: // refused: the connection holds no lock and its settings are the pool's
 		_ = h.conn.Close()
 		return s.adopt(ctx, r)
@@ -119,7 +119,7 @@ func (s *GetLockStore) adopt(ctx context.Context, r driver.Request) (driver.Gran
 	n, fence, err := exec(ctx, s.db, s.adoptSQL, r.TTL.Microseconds(), r.Holder, s.ns, r.Key, r.Token)
 	switch {
 	case err != nil:
-		return driver.Grant{}, fmt.Errorf("mysqllease: acquire %q: %w", r.Key, err)
+		return driver.Grant{}, opErr("acquire", r.Key, true, err)
 	case n == 0:
 		return driver.Grant{}, s.held(ctx, r.Key)
 	}

@@ -57,6 +57,8 @@ func (b *base) List(ctx context.Context, prefix, cursor string, limit int) ([]dr
 		var r row
 		if err := rows.Scan(append([]any{&key}, r.dest()...)...); err != nil {
 			return nil, "", opErr("list", prefix, true, err)
+		} else if err := r.check("list", key); err != nil {
+			return nil, "", err
 		}
 		if e := r.entry(key); len(e.Holders)+len(e.Broken) > 0 {
 			page = append(page, e)
@@ -97,6 +99,8 @@ func (b *base) breakRow(ctx context.Context, key string) (driver.Entry, row, err
 		return driver.Entry{Key: key}, r, nil
 	} else if err != nil {
 		return driver.Entry{}, r, opErr("break", key, true, err)
+	} else if err := r.check("break", key); err != nil {
+		return driver.Entry{}, r, err
 	}
 	e := r.entry(key)
 	if !r.live {

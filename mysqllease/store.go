@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
@@ -45,14 +47,29 @@ type base struct {
 	inspectSQL, pageSQL, breakSQL string
 }
 
+// badSQL is true when the key's row holds what no statement of ours writes:
+// a fence outside 1..MaxInt64 (no count from 1 gets past it, and fenced
+// resources' BIGINTs could not take it: fence/sqlfence), an empty
+// token, an expiry before the epoch or past the longest TTL from now (a
+// time.Duration's µs). Its columns are unqualified: it reads the row in ON
+// DUPLICATE KEY UPDATE too.
+const badSQL = `(fence NOT BETWEEN 1 AND 9223372036854775807 OR token <=> '' OR expires_us NOT BETWEEN 0 AND ` + nowUS + ` + 9223372036854775)`
+
+// guard is expr, unless the row is bad or at the last fence (it has no
+// successor): then it fails the statement, before any change, with error
+// 1690 (a value out of range), which corrupt maps to lease.ErrCorrupt.
+func guard(expr string) string {
+	return "IF(" + badSQL + " OR fence = 9223372036854775807, fence + 18446744073709551615 + 1, " + expr + ")"
+}
+
 func newBase(db *sql.DB, c config, table string) base {
 	live := "(c.token IS NOT NULL AND c.expires_us > " + nowUS + ")"
 	prefix := table + "\x00" + c.ns + "\x00"
-	if c.mode == ModeGetLock {
-		live = "(c.token IS NOT NULL AND IS_USED_LOCK(" + lockNameSQL(prefix) + ") <=> c.conn)"
+	if c.mode == ModeGetLock { // a row without a connection (table mode's) is free
+		live = "(c.token IS NOT NULL AND IS_USED_LOCK(" + lockNameSQL(prefix) + ") = c.conn)"
 	}
-	r := strings.NewReplacer("{T}", table, "{NOW}", nowUS, "{LIVE}", live)
-	row := `COALESCE({LIVE}, false), c.token, c.holder, c.fence, GREATEST(c.expires_us - {NOW}, 0), c.conn, c.broken, {NOW}`
+	r := strings.NewReplacer("{T}", table, "{NOW}", nowUS, "{LIVE}", live, "{BAD}", badSQL)
+	row := `COALESCE({LIVE}, false), c.token, c.holder, c.fence, GREATEST(c.expires_us - {NOW}, 0), c.conn, c.broken, {NOW}, {BAD}`
 	return base{
 		db: db, ns: c.ns, table: table, prefix: prefix, live: live,
 		inspectSQL: r.Replace(`SELECT ` + row + ` FROM {T} c WHERE c.ns = ? AND c.k = ?`),
@@ -62,9 +79,9 @@ func newBase(db *sql.DB, c config, table string) base {
 	}
 }
 
-// sql fills the table and the server's clock into a statement.
+// sql fills the table, the server's clock, LIVE and BAD into a statement.
 func (b *base) sql(s string) string {
-	return strings.NewReplacer("{T}", b.table, "{NOW}", nowUS, "{LIVE}", b.live).Replace(s)
+	return strings.NewReplacer("{T}", b.table, "{NOW}", nowUS, "{LIVE}", b.live, "{BAD}", badSQL).Replace(s)
 }
 
 // Migrate creates the lease table if it does not exist.
@@ -78,14 +95,23 @@ func (b *base) Migrate(ctx context.Context) error {
 // row is a key's row as the statements of base read it.
 type row struct {
 	token, holder, broken sql.NullString
-	live                  bool
+	live, bad             bool
 	fence                 uint64
 	us, now               int64
 	conn                  sql.NullInt64
 }
 
 func (r *row) dest() []any {
-	return []any{&r.live, &r.token, &r.holder, &r.fence, &r.us, &r.conn, &r.broken, &r.now}
+	return []any{&r.live, &r.token, &r.holder, &r.fence, &r.us, &r.conn, &r.broken, &r.now, &r.bad}
+}
+
+// check returns an error matching lease.ErrCorrupt if the row is bad.
+func (r *row) check(op, key string) error {
+	if r.bad {
+		return fmt.Errorf("mysqllease: %s %q: %w: a row we did not write (fence %d, token %q)",
+			op, key, lease.ErrCorrupt, r.fence, r.token.String)
+	}
+	return nil
 }
 
 // Inspect reports who holds key; for a free key, Fence is the last granted.
@@ -96,7 +122,9 @@ func (b *base) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return driver.Info{Key: key}, nil
 	case err != nil:
-		return driver.Info{}, fmt.Errorf("mysqllease: inspect %q: %w", key, err)
+		return driver.Info{}, opErr("inspect", key, true, err)
+	case r.bad:
+		return driver.Info{}, r.check("inspect", key)
 	case !r.live:
 		return driver.Info{Key: key, Fence: r.fence}, nil
 	}
@@ -136,7 +164,17 @@ func opErr(op, key string, held bool, err error) error {
 	} else if err == nil {
 		err = lease.ErrNotHeld
 	}
-	return fmt.Errorf("mysqllease: %s %q: %w", op, key, err)
+	return fmt.Errorf("mysqllease: %s %q: %w", op, key, corrupt(err))
+}
+
+// corrupt wraps lease.ErrCorrupt into err if it is error 1690, a value out
+// of range: a guard, or arithmetic on a row we did not write.
+func corrupt(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1690 {
+		return fmt.Errorf("%w: a row we did not write: %w", lease.ErrCorrupt, err)
+	}
+	return err
 }
 
 // TableStore keeps each lease as a row of the lease table, live until its
@@ -149,10 +187,11 @@ type TableStore struct{ base }
 // right, each reading the row as the previous ones left it: the fence and
 // holder first, the token next, the expiry last (set when the token is now
 // ours). LAST_INSERT_ID(fence) hands the fence to the client; the affected
-// rows say whether the row was granted (0: held by another).
-const tableAcquire = `INSERT INTO {T} (ns, k, token, holder, fence, expires_us) VALUES (?, ?, ?, ?, LAST_INSERT_ID(1), {NOW} + ?)
+// rows say whether the row was granted (0: held by another). A bad row
+// fails the guard.
+var tableAcquire = `INSERT INTO {T} (ns, k, token, holder, fence, expires_us) VALUES (?, ?, ?, ?, LAST_INSERT_ID(1), {NOW} + ?)
 ON DUPLICATE KEY UPDATE
-	fence = LAST_INSERT_ID(IF(token IS NULL OR expires_us <= {NOW}, fence + 1, fence)),
+	fence = LAST_INSERT_ID(` + guard(`IF(token IS NULL OR expires_us <= {NOW}, fence + 1, fence)`) + `),
 	holder = IF(token IS NULL OR expires_us <= {NOW} OR token = VALUES(token), VALUES(holder), holder),
 	token = IF(token IS NULL OR expires_us <= {NOW}, VALUES(token), token),
 	expires_us = IF(token = VALUES(token), VALUES(expires_us), expires_us)`
@@ -166,7 +205,7 @@ func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	n, fence, err := exec(ctx, s.db, s.sql(tableAcquire), s.ns, r.Key, r.Token, r.Holder, r.TTL.Microseconds())
 	switch {
 	case err != nil:
-		return driver.Grant{}, fmt.Errorf("mysqllease: acquire %q: %w", r.Key, err)
+		return driver.Grant{}, opErr("acquire", r.Key, true, err)
 	case n == 0:
 		return driver.Grant{}, s.held(ctx, r.Key)
 	}
@@ -175,14 +214,14 @@ func (s *TableStore) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 
 // Renew extends r.Key to r.TTL from now if r.Token holds it.
 func (s *TableStore) Renew(ctx context.Context, r driver.Request) error {
-	return s.update(ctx, "renew", r, `UPDATE {T} SET expires_us = {NOW} + ? WHERE ns = ? AND k = ? AND token = ? AND expires_us > {NOW}`,
+	return s.update(ctx, "renew", r, `UPDATE {T} SET expires_us = {NOW} + ? WHERE ns = ? AND k = ? AND token = ? AND expires_us > {NOW} AND NOT {BAD}`,
 		r.TTL.Microseconds(), s.ns, r.Key, r.Token)
 }
 
 // Release frees r.Key if r.Token holds it, keeping the fence.
 func (s *TableStore) Release(ctx context.Context, r driver.Request) error {
 	return s.update(ctx, "release", r, `UPDATE {T} SET token = NULL, holder = '', expires_us = 0
-	WHERE ns = ? AND k = ? AND token = ? AND expires_us > {NOW}`, s.ns, r.Key, r.Token)
+	WHERE ns = ? AND k = ? AND token = ? AND expires_us > {NOW} AND NOT {BAD}`, s.ns, r.Key, r.Token)
 }
 
 // update runs op's statement q, which changes one row if r holds its key.

@@ -116,7 +116,7 @@ acq AS (
 ),
 QUEUE
 SELECT l.ok, COALESCE(a.fence, c.fence, 0), COALESCE(rd.holder, c.holder, ''), REMAINING,
-	COALESCE(LIVE, false) OR COALESCE(rd.n, 0) > 0, ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), o.ours
+	COALESCE(LIVE, false) OR COALESCE(rd.n, 0) > 0, ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), o.ours, false
 FROM l CROSS JOIN o CROSS JOIN ah LEFT JOIN acq a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2
 	LEFT JOIN LATERAL (` + readersOf + `) rd ON true`
 

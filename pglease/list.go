@@ -78,7 +78,7 @@ type listStatements struct{ page, prefixPage, entries, brk, end, tombstones stri
 
 // newListStatements fills in the statements for b's mode.
 func newListStatements(b base) listStatements {
-	locks, wlive, rlive, announce := "", "c.expires_at > clock_timestamp()", live("e.value"), "true"
+	locks, wlive, rlive, announce := "", "c.expires_at > clock_timestamp()", live("e.value")+" AND NOT "+bad("c"), "true"
 	if b.mode == ModeAdvisory { // lk: the granted locks of the store's class, read once
 		locks = `, lk AS MATERIALIZED (SELECT k.pid, k.objid, k.mode FROM pg_locks k WHERE k.locktype = 'advisory'
 	AND k.granted AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())

@@ -237,7 +237,7 @@ type querier interface {
 
 // acquired is an acquire statement's row.
 type acquired struct {
-	ok, live, ours         bool
+	ok, live, ours, bad    bool
 	fence, us, ahead, enqd int64
 	holder                 string
 	pid                    int32
@@ -264,15 +264,20 @@ func (b *base) queueAcquire(batch *pgx.Batch, r driver.Request, sql string, a *a
 		batch.Queue("SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
 	}
 	batch.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, nil, &a.enqd, &a.pid, &a.ours)
+		return row.Scan(&a.ok, &a.fence, &a.holder, &a.us, &a.live, &a.ahead, nil, &a.enqd, &a.pid, &a.ours, &a.bad)
 	})
 }
+
+// badMsg describes a row that bad (table.go) finds.
+const badMsg = "a token without an expiry, or readers that are no object of [expiry, holder] entries"
 
 // result turns a, or the statement's err, into Acquire's outcome.
 func (a acquired) result(r driver.Request, maxWaiters int, err error) (driver.Grant, error) {
 	switch {
 	case err != nil:
 		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w", r.Key, corrupt(err))
+	case a.bad:
+		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w: %s", r.Key, lease.ErrCorrupt, badMsg)
 	case a.fence <= 0 && (a.ok || a.ours || a.live):
 		return driver.Grant{}, fmt.Errorf("pglease: acquire %q: %w: fence %d", r.Key, lease.ErrCorrupt, a.fence)
 	case a.ok || a.ours:

@@ -37,6 +37,17 @@ const nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
 
 func live(v string) string { return `(` + v + `->>0)::int8 > ` + nowMicros }
 
+// bad(c) is true when row c holds what our statements never write: a token
+// without an expiry, or readers (the empty token) that are no object of
+// [expiry, holder] entries. Such a row is lease.ErrCorrupt, never granted,
+// renewed or released.
+func bad(c string) string {
+	return fill(`(R.token IS NOT NULL AND (R.expires_at IS NULL OR R.token = '' AND NOT CASE WHEN jsonb_typeof(R.readers) = 'object'
+	THEN R.readers <> '{}' AND NOT EXISTS (SELECT 1 FROM jsonb_each(R.readers) e WHERE jsonb_typeof(e.value) <> 'array'
+		OR jsonb_typeof(e.value->0) IS DISTINCT FROM 'number' OR jsonb_typeof(e.value->1) IS DISTINCT FROM 'string') ELSE false END))`,
+		"R.", c+".")
+}
+
 // readersSet assigns a row the readers (k, v) of from: the empty token (NULL if
 // there is none), the last expiry and the holder of that reader.
 func readersSet(from string) string {
@@ -48,10 +59,10 @@ func readersSet(from string) string {
 // acquireTail ends both acquire statements: the queue (granted if acq or
 // re, a holder's retry of the other kind, returned the fence) and the row
 // of the outcome.
-const acquireTail = `,
+var acquireTail = `,
 QUEUE
 SELECT a.fence IS NOT NULL, COALESCE(a.fence, c.fence, 0), COALESCE(c.holder, ''), ` + remaining + `,
-	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false
+	COALESCE(` + rowLive + `, false), ah.n, (SELECT count(*) FROM wk), (SELECT count(*) FROM enq), pg_backend_pid(), false, ` + bad("c") + `
 FROM ah LEFT JOIN (SELECT fence FROM acq UNION ALL SELECT fence FROM re) a ON true LEFT JOIN T c ON c.ns = $1 AND c.key = $2`
 
 // granted is the queue's GRANTED in both acquire statements.
@@ -67,7 +78,7 @@ var tableAcquire = `WITH ` + liveQueue + `,
 re AS (
 	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN k = $3 THEN jsonb_build_array(`+nowMicros+` + $5::float8::int8, $4::text) ELSE v END
 		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
-	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + ` AND NOT ` + bad("l") + `
 	RETURNING l.fence
 ),
 acq AS (
@@ -78,8 +89,8 @@ acq AS (
 	ON CONFLICT (ns, key) DO UPDATE SET
 		token = excluded.token, holder = excluded.holder, expires_at = excluded.expires_at, readers = NULL,
 		fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE l.fence + 1 END
-	WHERE (l.token = excluded.token AND l.expires_at > clock_timestamp())
-		OR ((l.token IS NULL OR l.expires_at <= clock_timestamp()) AND (SELECT n FROM ah) = 0)
+	WHERE NOT ` + bad("l") + ` AND ((l.token = excluded.token AND l.expires_at > clock_timestamp())
+		OR ((l.token IS NULL OR l.expires_at <= clock_timestamp()) AND (SELECT n FROM ah) = 0))
 	RETURNING l.fence
 )` + acquireTail
 
@@ -104,7 +115,7 @@ acq AS (
 		fence = CASE WHEN l.token = '' AND l.expires_at > clock_timestamp() THEN l.fence ELSE l.fence + 1 END,
 		` + readersSet(`(SELECT k, v FROM jsonb_each(l.readers) e(k, v) WHERE k <> $3 AND `+live("v")+`
 			UNION ALL SELECT $3, excluded.readers->$3) x(k, v)`) + `
-	WHERE (l.token IS NULL OR l.token = '' OR l.expires_at <= clock_timestamp())
+	WHERE (l.token IS NULL OR l.token = '' OR l.expires_at <= clock_timestamp()) AND NOT ` + bad("l") + `
 		AND ((SELECT n FROM ax) = 0 OR ` + live("l.readers->$3") + `)
 	RETURNING l.fence
 )` + acquireTail
@@ -129,6 +140,7 @@ s AS (
 	UPDATE T AS l SET ` + readersSet(`(SELECT k, CASE WHEN g.ttls ? k THEN jsonb_build_array(`+nowMicros+` + (g.ttls->>k)::int8, v->1) ELSE v END
 		FROM jsonb_each(l.readers) e(k, v) WHERE `+live("v")+`) x(k, v)`) + `
 	FROM g JOIN lk ON lk.key = g.key WHERE l.ns = $1 AND l.key = g.key AND l.token = '' AND l.expires_at > clock_timestamp()
+		AND NOT ` + bad("l") + `
 	RETURNING ARRAY(SELECT i FROM unnest(g.ids, g.tokens) t(i, token) WHERE l.readers ? t.token) AS ids, l.fence
 ),
 v AS (SELECT i, fence FROM u UNION ALL SELECT unnest(ids), fence FROM s)
@@ -146,7 +158,7 @@ var tableRelease = `WITH w AS (
 ),
 r AS (
 	UPDATE T AS l SET ` + readersSet(`(SELECT k, v FROM jsonb_each(l.readers) e(k, v) WHERE k <> $3 AND `+live("v")+`) x(k, v)`) + `
-	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + `
+	WHERE l.ns = $1 AND l.key = $2 AND l.token = '' AND ` + live("l.readers->$3") + ` AND NOT ` + bad("l") + `
 	RETURNING l.token IS NULL AS freed
 ),
 x AS (SELECT freed FROM w UNION ALL SELECT freed FROM r),
@@ -180,8 +192,9 @@ func newTable(pool *pgxpool.Pool, c config) *TableStore {
 		renewSQL:   b.sql(tableRenew),
 		writersSQL: b.sql(fill(renewSQL, "COND", "r.token <> '' AND l.expires_at > clock_timestamp()", "EXTRA", "''::text")),
 		releaseSQL: b.sql(fill(tableRelease, "FREE", noWriter)),
-		infoSQL: b.sql(`SELECT ` + rowLive + `, COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
-	(SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) FROM T c WHERE c.ns = $1 AND c.key = $2`),
+		infoSQL: b.sql(`SELECT COALESCE(` + rowLive + `, false), COALESCE(c.token = '', false), c.holder, c.fence, ` + remaining + `,
+	CASE WHEN NOT ` + bad("c") + ` THEN (SELECT count(*) FROM jsonb_each(c.readers) e(k, v) WHERE ` + live("v") + `) END
+	FROM T c WHERE c.ns = $1 AND c.key = $2`),
 	}
 }
 
@@ -315,17 +328,22 @@ func send(ctx context.Context, q querier, batch *pgx.Batch) error {
 // Fence is the last granted.
 func (s *TableStore) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	info := driver.Info{Key: key}
-	var fence, us, readers int64
+	var fence, us int64
+	var readers *int64 // NULL: a bad row
 	err := s.pool.QueryRow(ctx, s.infoSQL, s.ns, key).Scan(&info.Held, &info.Shared, &info.Holder, &fence, &us, &readers)
 	switch {
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, pgx.ErrNoRows):
+		return info, nil
+	case err != nil:
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w", key, corrupt(err))
+	case readers == nil:
+		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: %s", key, lease.ErrCorrupt, badMsg)
 	case fence < 0 || info.Held && fence == 0:
 		return driver.Info{}, fmt.Errorf("pglease: inspect %q: %w: fence %d", key, lease.ErrCorrupt, fence)
 	case !info.Held:
 		return driver.Info{Key: key, Fence: uint64(fence)}, nil
 	case info.Shared:
-		info.Readers = int(readers)
+		info.Readers = int(*readers)
 	}
 	info.Fence, info.Remaining = uint64(fence), time.Duration(us)*time.Microsecond
 	return info, nil
