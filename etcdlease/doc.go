@@ -58,14 +58,15 @@
 //
 // # Batches
 //
-// [Store.AcquireMany] sends up to 32 requests in one transaction, a nested
-// one per request that creates the key on the request's etcd lease if
-// nobody holds, reads or awaits it, else reads it; the spares for the
-// batch are checked by one stream of pipelined keep-alives, and only the
-// shortfall is granted, one lease after another. A request refused in the
-// transaction goes on as Acquire after its read (a retry, a queued token, a
-// held key). [Store.ReleaseMany] sends up to 32 releases, each Release's
-// transaction nested in one. So with spares at hand a batch costs a
+// [Store.AcquireMany], and Acquire as the batch of one, sends up to 32
+// requests in one transaction, a nested one per request that creates the
+// key on the request's etcd lease if nobody holds, reads or awaits it, else
+// reads it; the spares for the batch are checked by one stream of
+// pipelined keep-alives, and only the shortfall is granted, one lease after
+// another (so Caps.MaxBatch keeps the Client's batches to 8 requests). A
+// request refused in the transaction goes on alone from that
+// read (a retry, a queued token, a held key). [Store.ReleaseMany], and
+// Release, sends up to 32 releases, each a transaction nested in one. So with spares at hand a batch costs a
 // keep-alive round trip and one Raft write to acquire, and one Raft write
 // to release. etcd refuses a transaction of more than --max-txn-ops
 // operations (default 128, counting a nested transaction's against what its

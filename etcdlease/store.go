@@ -83,11 +83,16 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 // Prefix returns the store's key prefix, which always ends in "/".
 func (s *Store) Prefix() string { return s.prefix }
 
-// Caps reports etcd's TTL range, the FIFO queue and its cap, and shared
-// holds.
+// Caps reports etcd's TTL range, the FIFO queue and its cap, shared holds,
+// and batches of at most maxBatch requests: a batch grants a new etcd lease
+// per request beyond the spares, one after another, so that a first batch
+// of fresh keys takes a fraction of a TTL.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true}
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true, MaxBatch: maxBatch}
 }
+
+// maxBatch is the store's Caps.MaxBatch.
+const maxBatch = 8
 
 // Close does nothing: the store owns no resources (subscriptions are closed
 // by their callers, the etcd client by its creator; its spare etcd leases,
@@ -192,15 +197,10 @@ func (s *Store) timeLeft(ctx context.Context, id int64) time.Duration {
 	return time.Duration(resp.TTL) * time.Second
 }
 
-// Acquire grants a key handed to r.Token as an open subscription saw it
-// (FromQueue, no request); else it reads the key, its readers and its queue
-// and keeps r.Token's lease alive (same fence), or takes the key in a
-// transaction guarded by that read (on r.Token's entry lease, or one from
-// grant), or refuses, keeping r.Token's entry alive or queuing it on an
-// etcd lease from grant.
+// Acquire is AcquireMany of r alone.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	g, id, err := s.acquire(ctx, r, nil)
-	return g, s.acquired(r, id, err)
+	gs, errs := s.AcquireMany(ctx, []driver.Request{r})
+	return gs[0], errs[0]
 }
 
 // acquired remembers id as the etcd lease of r's grant, or returns err
@@ -216,11 +216,11 @@ func (s *Store) acquired(r driver.Request, id int64, err error) error {
 	return err
 }
 
-// AcquireMany grants the keys handed over as Acquire does, and tries the
-// others in one transaction per txnRequests requests, a nested one per
-// request that creates the key on an etcd lease from grant if nobody holds
-// or awaits it, else reads it; a request refused there goes on as Acquire
-// after its read.
+// AcquireMany grants a key handed to its token as an open subscription saw
+// it (FromQueue, no request); it tries the others in one transaction per
+// txnRequests requests, a nested one per request that creates the key on an
+// etcd lease from grant if nobody holds or awaits it, else reads it. A
+// request refused there goes on from that read (see acquire).
 func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
 	gs, errs := make([]driver.Grant, len(rs)), make([]error, len(rs))
 	for lo := 0; lo < len(rs); lo += txnRequests {
@@ -275,18 +275,12 @@ func (s *Store) acquireMany(ctx context.Context, rs []driver.Request, gs []drive
 const txnRequests = 32
 
 // acquire returns the grant and the etcd lease of the key, from st, r.Key's
-// state, or from a read if st is nil.
+// state read by a transaction that could not create the key for r: it keeps
+// r.Token's lease alive (same fence), or takes the key in a transaction
+// guarded by that read (on r.Token's entry lease, or one from grant), or
+// refuses, keeping r.Token's entry alive or queuing it on an etcd lease from
+// grant.
 func (s *Store) acquire(ctx context.Context, r driver.Request, st *state) (driver.Grant, int64, error) {
-	if g, id, ok := s.handed(r); ok {
-		return g, id, nil
-	}
-	if st == nil {
-		resp, err := s.cli.Txn(ctx).Then(s.opsRead(r.Key)...).Commit()
-		if err != nil {
-			return driver.Grant{}, 0, err
-		}
-		st = s.parse(resp.Responses, r)
-	}
 	if err := st.corrupt(); err != nil {
 		return driver.Grant{}, 0, err
 	}
@@ -435,12 +429,7 @@ func (s *Store) grant(ctx context.Context, rs []driver.Request) ([]int64, error)
 			_, _ = s.cli.Revoke(ctx, resp.ID)
 			err = lease.Invalid("ttl", "%v is below the etcd server's minimum lease TTL %ds", r.TTL, resp.TTL)
 		}
-		if err != nil {
-			for j, id := range ids {
-				if id != 0 && j != i {
-					s.spare(ctx, rs[j].TTL, id)
-				}
-			}
+		if err != nil { // the leases taken expire unused
 			return nil, err
 		}
 		ids[i] = int64(resp.ID)
