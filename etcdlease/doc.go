@@ -63,7 +63,7 @@
 // key on the request's etcd lease if nobody holds, reads or awaits it, else
 // reads it; the spares for the batch are checked by one stream of
 // pipelined keep-alives, and only the shortfall is granted, one lease after
-// another (so Caps.MaxBatch keeps the Client's batches to 8 requests). A
+// another (so Caps.MaxBatch keeps the Client's batches to 16 requests). A
 // request refused in the transaction goes on alone from that
 // read (a retry, a queued token, a held key). [Store.ReleaseMany], and
 // Release, sends up to 32 releases, each a transaction nested in one. So with spares at hand a batch costs a

@@ -84,15 +84,13 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 func (s *Store) Prefix() string { return s.prefix }
 
 // Caps reports etcd's TTL range, the FIFO queue and its cap, shared holds,
-// and batches of at most maxBatch requests: a batch grants a new etcd lease
-// per request beyond the spares, one after another, so that a first batch
-// of fresh keys takes a fraction of a TTL.
+// and batches of at most maxBatch requests (see the package doc).
 func (s *Store) Caps() driver.Caps {
 	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true, MaxBatch: maxBatch}
 }
 
 // maxBatch is the store's Caps.MaxBatch.
-const maxBatch = 8
+const maxBatch = 16
 
 // Close does nothing: the store owns no resources (subscriptions are closed
 // by their callers, the etcd client by its creator; its spare etcd leases,
