@@ -19,7 +19,8 @@ import (
 // callers that arrive while maxInflight calls are in flight queue and ride
 // the next call, sent as soon as one returns. See docs/design.md.
 
-// maxBatch bounds the requests of one batched call.
+// maxBatch bounds the requests of one batched call (a store's
+// Caps.MaxBatch may lower it).
 const maxBatch = 512
 
 // maxInflight bounds the concurrent store calls of one kind of a Client
@@ -32,7 +33,8 @@ const maxInflight = 2
 // batcher coalesces the store calls of one kind (acquire or release); T is
 // a call's result.
 type batcher[T any] struct {
-	c *Client
+	c   *Client
+	max int // the most requests of one batch
 	// one sends a lone request; many sends a batch (never two requests for
 	// one key), returning one result and one error per request, in order.
 	one  func(context.Context, driver.Request) (T, error)
@@ -146,7 +148,7 @@ func (b *batcher[T]) dispatchLocked() [][]*call[T] {
 	return batches
 }
 
-// takeLocked takes the next batch from the waiting callers: up to maxBatch,
+// takeLocked takes the next batch from the waiting callers: up to b.max,
 // in order, one per key (a later request for a key waits for the batch
 // after); the callers whose ctx ended are answered at once. The caller
 // holds b.mu.
@@ -154,7 +156,7 @@ func (b *batcher[T]) takeLocked() []*call[T] {
 	var calls []*call[T]
 	var keys map[string]struct{}
 	if len(b.pending) > 1 {
-		keys = make(map[string]struct{}, min(len(b.pending), maxBatch))
+		keys = make(map[string]struct{}, min(len(b.pending), b.max))
 	}
 	rest := b.pending[:0]
 	for _, cl := range b.pending {
@@ -163,7 +165,7 @@ func (b *batcher[T]) takeLocked() []*call[T] {
 			close(cl.done)
 			continue
 		}
-		if _, dup := keys[cl.req.Key]; dup || len(calls) == maxBatch {
+		if _, dup := keys[cl.req.Key]; dup || len(calls) == b.max {
 			rest = append(rest, cl)
 			continue
 		}
@@ -266,9 +268,13 @@ func (b *batcher[T]) send(calls []*call[T]) {
 // newBatchers sets up the Client's coalesced acquisitions and releases, for
 // the batch interfaces its store implements.
 func (c *Client) newBatchers() {
+	limit := maxBatch
+	if m := c.caps.MaxBatch; m > 0 && m < limit {
+		limit = m
+	}
 	if ba, ok := c.store.(driver.BatchAcquirer); ok {
 		c.acquirer = &batcher[driver.Grant]{
-			c: c, one: c.store.Acquire, many: ba.AcquireMany,
+			c: c, max: limit, one: c.store.Acquire, many: ba.AcquireMany,
 			undo: func(req driver.Request, _ driver.Grant, err error) {
 				// A caller gave up on its batch: what the store granted or
 				// queued for it is nobody's.
@@ -280,7 +286,7 @@ func (c *Client) newBatchers() {
 	}
 	if br, ok := c.store.(driver.BatchReleaser); ok {
 		c.releaser = &batcher[struct{}]{
-			c: c,
+			c: c, max: limit,
 			one: func(ctx context.Context, req driver.Request) (struct{}, error) {
 				return struct{}{}, c.store.Release(ctx, req)
 			},

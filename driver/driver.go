@@ -172,6 +172,10 @@ type Caps struct {
 	// Shared says the store keeps shared holds beside exclusive ones (see
 	// the package doc).
 	Shared bool
+	// MaxBatch bounds the requests of one AcquireMany or ReleaseMany call
+	// (0: the Client's own bound, 512), for a store whose batch costs a round
+	// trip per request now and then (etcd: granting a lease).
+	MaxBatch int
 }
 
 // DefaultMaxWaiters is the default cap of live waiters per key of a FIFO

@@ -17,11 +17,14 @@
 // prefix always ends in "/"), where esc percent-escapes '%' and '/' so that K
 // is one path segment: the namespaces "/app/" and "/app/sub/" never share a
 // lease. Its value is the holder's token, a NUL byte and the holder's
-// identity. Each acquisition grants its own etcd lease with the request's
-// TTL (rounded up to whole seconds; a server whose minimum lease TTL is
-// longer makes Acquire fail with lease.ErrInvalid) and attaches the key to
-// it, and nothing else: etcd deletes the key when the holder stops renewing.
-// Release revokes the lease. Renew keeps it alive without reading the key
+// identity. Each acquisition has its own etcd lease with the request's TTL
+// (rounded up to whole seconds; a server whose minimum lease TTL is longer
+// makes Acquire fail with lease.ErrInvalid) and attaches the key to it, and
+// nothing else: etcd deletes the key when the holder stops renewing.
+// Release deletes the key and keeps the lease, which then carries nothing,
+// as a spare for the store's next acquisitions of that TTL (up to 1024 per
+// TTL; it revokes the rest): an acquisition takes a spare that a keep-alive
+// finds alive, else it grants a new lease. Renew keeps the key's lease alive without reading the key
 // (the store remembers the lease of each key it granted; a token it did not
 // grant is checked with one read), and [Store.RenewMany] pipelines the
 // keep-alives of many leases on one stream: one round trip per renewal
@@ -50,9 +53,26 @@
 // then carries the waiter's token on its entry's etcd lease, and the
 // waiter's next Acquire, through a store whose subscription saw the hand-off,
 // sends nothing: the TTL runs from the keep-alive of its last refused attempt
-// (driver.Grant.FromQueue). The releaser's etcd lease, which then
-// carries nothing, is not revoked: the store that granted it keeps it for its
-// next grant of the same TTL (a keep-alive instead of a new lease), or lets it expire.
+// (driver.Grant.FromQueue). The releaser's etcd lease becomes a spare, as
+// after a release.
+//
+// # Batches
+//
+// [Store.AcquireMany], and Acquire as the batch of one, sends up to 32
+// requests in one transaction, a nested one per request that creates the
+// key on the request's etcd lease if nobody holds, reads or awaits it, else
+// reads it; the spares for the batch are checked by one stream of
+// pipelined keep-alives, and only the shortfall is granted, one lease after
+// another (so Caps.MaxBatch keeps the Client's batches to 16 requests). A
+// request refused in the transaction goes on alone from that
+// read (a retry, a queued token, a held key). [Store.ReleaseMany], and
+// Release, sends up to 32 releases, each a transaction nested in one. So with spares at hand a batch costs a
+// keep-alive round trip and one Raft write to acquire, and one Raft write
+// to release. etcd refuses a transaction of more than --max-txn-ops
+// operations (default 128, counting a nested transaction's against what its
+// parent leaves) or --max-request-bytes (default 1.5 MiB): 32 nested
+// transactions of at most 5 operations, naming keys of up to 1.5 KiB
+// escaped, stay within both.
 //
 // # Shared holds
 //

@@ -18,8 +18,9 @@ import (
 
 // TestEtcdLeases: each acquisition and each queue entry has its own etcd
 // lease of the TTL rounded up to seconds; a grant from the queue moves the
-// key onto the entry's lease; Release revokes; Renew keeps the key's etcd
-// lease alive, pipelined, and notices when it is gone.
+// key onto the entry's lease; Release keeps the lease, empty, for the next
+// grant of its TTL; Renew keeps the key's etcd lease alive, pipelined, and
+// notices when it is gone.
 func TestEtcdLeases(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cli := newCli(t, endpoints(t))
@@ -64,8 +65,15 @@ func TestEtcdLeases(t *testing.T) {
 	if err := s.Release(ctx, a); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if ttl, err := cli.TimeToLive(ctx, ida); err != nil || ttl.TTL != -1 {
-		t.Errorf("the holder's lease after Release: %+v, %v; want revoked", ttl, err)
+	if ttl, err := cli.TimeToLive(ctx, ida, clientv3.WithAttachedKeys()); err != nil || ttl.TTL <= 0 || len(ttl.Keys) != 0 {
+		t.Errorf("the holder's lease after Release: %+v, %v; want alive and carrying nothing (a spare)", ttl, err)
+	}
+	c := req("c", "c", 3*time.Second) // the spare's TTL: the store's next grant of it
+	if _, err := s.Acquire(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := leaseOf(prefix + "c"); id != ida {
+		t.Errorf("the next grant of 3s is %x, want the spare %x", id, ida)
 	}
 	w.Queue = true
 	if _, err := s.Acquire(ctx, w); err != nil {
@@ -204,8 +212,8 @@ func TestSharedLayout(t *testing.T) {
 	if err := s.Release(ctx, r2); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("a second Release of r2 = %v, want ErrNotHeld", err)
 	}
-	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(k1.Lease)); err != nil || ttl.TTL != -1 {
-		t.Errorf("a reader's etcd lease after its Release: %+v, %v; want revoked", ttl, err)
+	if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(k1.Lease), clientv3.WithAttachedKeys()); err != nil || ttl.TTL <= 0 || len(ttl.Keys) != 0 {
+		t.Errorf("a reader's etcd lease after its Release: %+v, %v; want alive and carrying nothing (a spare)", ttl, err)
 	}
 	if get("k\x00e/") == nil {
 		t.Errorf("the epoch's key is gone before a writer's grant")

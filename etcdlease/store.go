@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +30,8 @@ const MinTTL = 2 * time.Second
 const MaxTTL = 9_000_000_000 * time.Second
 
 // Store is a [driver.Store] on etcd; it is also a [driver.BatchRenewer], a
-// [driver.Notifier], a [driver.Lister] and a [driver.Breaker]. It is safe
-// for concurrent use.
+// [driver.BatchAcquirer], a [driver.BatchReleaser], a [driver.Notifier], a
+// [driver.Lister] and a [driver.Breaker]. It is safe for concurrent use.
 type Store struct {
 	cli        *clientv3.Client
 	prefix     string
@@ -39,18 +40,20 @@ type Store struct {
 	mu     sync.Mutex
 	subs   map[*subscription]bool // open subscriptions, whose queues guide Release
 	leases map[hold]int64         // the etcd lease of each key this store granted
-	spare  map[int64]int64        // TTL in seconds → an etcd lease handed over, which carries nothing
+	spares map[int64][]int64      // TTL in seconds → etcd leases that carry nothing (see spare)
 }
 
 // hold names a key held by a token.
 type hold struct{ key, token string }
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.BatchRenewer = (*Store)(nil)
-	_ driver.Notifier     = (*Store)(nil)
-	_ driver.Lister       = (*Store)(nil)
-	_ driver.Breaker      = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.BatchRenewer  = (*Store)(nil)
+	_ driver.BatchAcquirer = (*Store)(nil)
+	_ driver.BatchReleaser = (*Store)(nil)
+	_ driver.Notifier      = (*Store)(nil)
+	_ driver.Lister        = (*Store)(nil)
+	_ driver.Breaker       = (*Store)(nil)
 )
 
 // New returns a Store over cli. The store does not close cli.
@@ -74,21 +77,24 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		return nil, lease.Invalid("max waiters", "%d is outside 1..%d", cfg.maxWaiters, driver.MaxMaxWaiters)
 	}
 	return &Store{cli: cli, prefix: normPrefix(cfg.prefix), maxWaiters: cfg.maxWaiters,
-		subs: make(map[*subscription]bool), leases: make(map[hold]int64), spare: make(map[int64]int64)}, nil
+		subs: make(map[*subscription]bool), leases: make(map[hold]int64), spares: make(map[int64][]int64)}, nil
 }
 
 // Prefix returns the store's key prefix, which always ends in "/".
 func (s *Store) Prefix() string { return s.prefix }
 
-// Caps reports etcd's TTL range, the FIFO queue and its cap, and shared
-// holds.
+// Caps reports etcd's TTL range, the FIFO queue and its cap, shared holds,
+// and batches of at most maxBatch requests (see the package doc).
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true}
+	return driver.Caps{MinTTL: MinTTL, MaxTTL: MaxTTL, FIFO: true, MaxWaiters: s.maxWaiters, FixedTTL: true, Shared: true, MaxBatch: maxBatch}
 }
 
+// maxBatch is the store's Caps.MaxBatch.
+const maxBatch = 16
+
 // Close does nothing: the store owns no resources (subscriptions are closed
-// by their callers, the etcd client by its creator; a spare etcd lease kept
-// from a hand-off, see Release, expires within its TTL).
+// by their callers, the etcd client by its creator; its spare etcd leases,
+// see spare, expire within their TTL).
 func (s *Store) Close() error { return nil }
 
 // state is one read of a key: its writer, its readers and its queue, and
@@ -115,8 +121,8 @@ func (s *Store) opsRead(key string) []clientv3.Op {
 }
 
 // parse returns the state of r.Key that the responses to opsRead give.
-func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) state {
-	var st state
+func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) *state {
+	st := &state{}
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		st.holder = kvs[0]
 	}
@@ -150,16 +156,6 @@ func (s *Store) parse(rs []*pb.ResponseOp, r driver.Request) state {
 	return st
 }
 
-// read reads r.Key's state in one linearizable read.
-func (s *Store) read(ctx context.Context, r driver.Request) (state, error) {
-	resp, err := s.cli.Txn(ctx).Then(s.opsRead(r.Key)...).Commit()
-	if err != nil {
-		return state{}, err
-	}
-	st := s.parse(resp.Responses, r)
-	return st, st.corrupt()
-}
-
 // corrupt returns an error matching lease.ErrCorrupt if the writer's key
 // holds what this package never writes: a value without "token NUL", or
 // no etcd lease (a key that would never expire). The error shows the
@@ -179,7 +175,7 @@ func heldBy(kv *mvccpb.KeyValue, token string) bool {
 // held returns the refusal for st. For a key readers hold, one more
 // request asks etcd for the time left of one reader's etcd lease: readers
 // renew alike, so this is close to the last reader's time left.
-func (s *Store) held(ctx context.Context, key string, st state) error {
+func (s *Store) held(ctx context.Context, key string, st *state) error {
 	e := &lease.HeldError{Key: key, Queued: st.ahead}
 	if st.holder != nil {
 		_, e.Holder, _ = strings.Cut(string(st.holder.Value), "\x00")
@@ -199,14 +195,15 @@ func (s *Store) timeLeft(ctx context.Context, id int64) time.Duration {
 	return time.Duration(resp.TTL) * time.Second
 }
 
-// Acquire grants a key handed to r.Token as an open subscription saw it
-// (FromQueue, no request); else it reads the key, its readers and its queue
-// and keeps r.Token's lease alive (same fence), or takes the key in a
-// transaction guarded by that read (on r.Token's entry lease, or a new
-// one), or refuses, keeping r.Token's entry alive or queuing it on a new
-// etcd lease.
+// Acquire is AcquireMany of r alone.
 func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	g, id, err := s.acquire(ctx, r)
+	gs, errs := s.AcquireMany(ctx, []driver.Request{r})
+	return gs[0], errs[0]
+}
+
+// acquired remembers id as the etcd lease of r's grant, or returns err
+// wrapped (a refusal as it is).
+func (s *Store) acquired(r driver.Request, id int64, err error) error {
 	if err == nil {
 		s.mu.Lock()
 		s.leases[hold{r.Key, r.Token}] = id
@@ -214,18 +211,75 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	} else if !errors.Is(err, lease.ErrHeld) && !errors.Is(err, lease.ErrQueueFull) {
 		err = fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 	}
-	return g, err
+	return err
 }
 
-// acquire returns the grant and the etcd lease of the key.
-func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, int64, error) {
-	if h, ok := s.handed(r.Key, r.Token); ok && !r.Shared {
-		// The key is on r.Token's entry lease, kept alive by its last
-		// refused attempt: the TTL runs from then.
-		return driver.Grant{Fence: uint64(h.rev), FromQueue: true}, h.lease, nil
+// AcquireMany grants a key handed to its token as an open subscription saw
+// it (FromQueue, no request); it tries the others in one transaction per
+// txnRequests requests, a nested one per request that creates the key on an
+// etcd lease from grant if nobody holds or awaits it, else reads it. A
+// request refused there goes on from that read (see acquire).
+func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
+	gs, errs := make([]driver.Grant, len(rs)), make([]error, len(rs))
+	for lo := 0; lo < len(rs); lo += txnRequests {
+		hi := min(lo+txnRequests, len(rs))
+		s.acquireMany(ctx, rs[lo:hi], gs[lo:hi], errs[lo:hi])
 	}
-	st, err := s.read(ctx, r)
-	if err != nil {
+	return gs, errs
+}
+
+// acquireMany is AcquireMany of one chunk.
+func (s *Store) acquireMany(ctx context.Context, rs []driver.Request, gs []driver.Grant, errs []error) {
+	var try []driver.Request
+	var at []int
+	for i, r := range rs {
+		if g, id, ok := s.handed(r); ok {
+			gs[i], errs[i] = g, s.acquired(r, id, nil)
+		} else {
+			try, at = append(try, r), append(at, i)
+		}
+	}
+	if len(try) == 0 {
+		return
+	}
+	ids, err := s.grant(ctx, try)
+	var resp *clientv3.TxnResponse
+	if err == nil {
+		ops := make([]clientv3.Op, len(try))
+		for j, r := range try {
+			ops[j] = clientv3.OpTxn(s.conds(r, nil), s.opsGrant(r, ids[j]), s.opsRead(r.Key))
+		}
+		resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
+	}
+	for j, r := range try {
+		i := at[j]
+		if err != nil { // the leases are dropped: a key written on one dies with it, or the Client's cleanup revokes it
+			errs[i] = s.acquired(r, 0, err)
+			continue
+		}
+		in := resp.Responses[j].GetResponseTxn()
+		if in.Succeeded {
+			gs[i], errs[i] = driver.Grant{Fence: fence(resp.Header.Revision, in.Responses, r)}, s.acquired(r, ids[j], nil)
+			continue
+		}
+		s.spare(ctx, r.TTL, ids[j]) // the nested transaction only read
+		g, id, aerr := s.acquire(ctx, r, s.parse(in.Responses, r))
+		gs[i], errs[i] = g, s.acquired(r, id, aerr)
+	}
+}
+
+// txnRequests bounds the requests of one transaction of AcquireMany or
+// ReleaseMany (see the package doc).
+const txnRequests = 32
+
+// acquire returns the grant and the etcd lease of the key, from st, r.Key's
+// state read by a transaction that could not create the key for r: it keeps
+// r.Token's lease alive (same fence), or takes the key in a transaction
+// guarded by that read (on r.Token's entry lease, or one from grant), or
+// refuses, keeping r.Token's entry alive or queuing it on an etcd lease from
+// grant.
+func (s *Store) acquire(ctx context.Context, r driver.Request, st *state) (driver.Grant, int64, error) {
+	if err := st.corrupt(); err != nil {
 		return driver.Grant{}, 0, err
 	}
 	switch { // a retried Acquire, whoever waits (and whatever r.Shared says)
@@ -237,19 +291,12 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	// A writer needs the key free and nobody ahead; a reader, no writer
 	// and no exclusive waiter ahead. The transaction checks what may have
 	// changed since the read: entries created since are behind own.
-	k, ek := s.keyPath(r.Key), s.entryKey(r)
 	free := st.holder == nil && (r.Shared && st.writers == 0 || !r.Shared && st.readers == 0 && st.ahead == 0)
-	conds := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
-	if r.Shared { // a hold's key is only ever created, as below
-		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, r.Token)), "=", 0))
-	} else {
-		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindReader, "")), "=", 0).WithPrefix())
-	}
+	conds, ek := s.conds(r, st.own), s.entryKey(r)
 	if st.own != nil {
 		if !free {
 			return driver.Grant{}, 0, cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
 		}
-		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(ek), "=", st.own.CreateRevision))
 		resp, err := s.cli.Txn(ctx).If(conds...).Then(append(s.opsGrant(r, st.own.Lease), clientv3.OpDelete(ek))...).Commit()
 		if err == nil && !resp.Succeeded { // the read is stale: the Client looks again
 			err = cmp.Or(s.keepAlive(ctx, st.own.Lease), s.held(ctx, r.Key, st))
@@ -262,7 +309,7 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 		if err != nil {
 			return driver.Grant{}, 0, err
 		}
-		return driver.Grant{Fence: fence(resp, r)}, st.own.Lease, nil
+		return driver.Grant{Fence: fence(resp.Header.Revision, resp.Responses, r)}, st.own.Lease, nil
 	}
 	switch {
 	case !free && !r.Queue:
@@ -270,37 +317,57 @@ func (s *Store) acquire(ctx context.Context, r driver.Request) (driver.Grant, in
 	case !free && st.queue >= s.maxWaiters:
 		return driver.Grant{}, 0, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 	}
-	conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindWaiter, "")), "=", 0).WithPrefix())
-	if !r.Shared {
-		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.subKey(r.Key, kindShared, "")), "=", 0).WithPrefix())
-	}
-	id, err := s.grant(ctx, r.TTL)
+	ids, err := s.grant(ctx, []driver.Request{r})
 	if err != nil {
 		return driver.Grant{}, 0, err
 	}
+	id := ids[0]
 	var refused []clientv3.Op
 	if r.Queue {
 		refused = []clientv3.Op{clientv3.OpPut(ek, r.Holder, clientv3.WithLease(clientv3.LeaseID(id)))}
 	}
 	resp, err := s.cli.Txn(ctx).If(conds...).Then(s.opsGrant(r, id)...).Else(append(refused, s.opsRead(r.Key)...)...).Commit()
 	if err == nil && resp.Succeeded {
-		return driver.Grant{Fence: fence(resp, r)}, id, nil
+		return driver.Grant{Fence: fence(resp.Header.Revision, resp.Responses, r)}, id, nil
 	}
 	if err == nil {
 		st = s.parse(resp.Responses[len(refused):], r)
-		if r.Queue && st.ahead < s.maxWaiters {
+		switch {
+		case !r.Queue:
+			s.spare(ctx, r.TTL, id) // the transaction only read
+			return driver.Grant{}, 0, s.held(ctx, r.Key, st)
+		case st.ahead < s.maxWaiters:
 			return driver.Grant{}, 0, s.held(ctx, r.Key, st) // queued on lease id
 		}
-		if r.Queue {
-			err = &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
-		} else {
-			err = s.held(ctx, r.Key, st)
-		}
+		err = &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters}
 	}
-	// The new etcd lease carries nothing we keep: revoking it deletes an
-	// entry over the cap, or whatever a failed transaction may have written.
+	// Lease id carries an entry over the cap, or whatever a failed
+	// transaction may have written: revoking it deletes them.
 	_, _ = s.cli.Revoke(ctx, clientv3.LeaseID(id))
 	return driver.Grant{}, 0, err
+}
+
+// conds returns the comparisons under which r's grant takes r.Key: no
+// writer's key, and for a writer no reader's key, for a reader not its own
+// (a hold's key is only ever created, as opsGrant does); with own, r's
+// entry, that entry unchanged (entries created since are behind it);
+// without, no exclusive waiter, and for a writer no shared waiter, for a
+// reader no entry of its own.
+func (s *Store) conds(r driver.Request, own *mvccpb.KeyValue) []clientv3.Cmp {
+	none := func(k string) clientv3.Cmp { return clientv3.Compare(clientv3.CreateRevision(k), "=", 0) }
+	c := []clientv3.Cmp{none(s.keyPath(r.Key))}
+	if r.Shared {
+		c = append(c, none(s.subKey(r.Key, kindReader, r.Token)))
+	} else {
+		c = append(c, none(s.subKey(r.Key, kindReader, "")).WithPrefix())
+	}
+	switch {
+	case own != nil:
+		return append(c, clientv3.Compare(clientv3.CreateRevision(s.entryKey(r)), "=", own.CreateRevision))
+	case r.Shared:
+		return append(c, none(s.subKey(r.Key, kindWaiter, "")).WithPrefix(), none(s.entryKey(r)))
+	}
+	return append(c, none(s.subKey(r.Key, kindWaiter, "")).WithPrefix(), none(s.subKey(r.Key, kindShared, "")).WithPrefix())
 }
 
 // opsGrant writes r's hold on etcd lease id. A writer's key deletes the
@@ -319,42 +386,68 @@ func (s *Store) opsGrant(r driver.Request, id int64) []clientv3.Op {
 		clientv3.OpGet(e)}
 }
 
-// fence returns the fence of the hold that resp, a transaction of opsGrant,
-// granted: the revision that put a writer's key, the epoch's for a reader.
-func fence(resp *clientv3.TxnResponse, r driver.Request) uint64 {
+// fence returns the fence of the hold that ops, the responses of opsGrant
+// in a transaction at revision rev, granted: rev for a writer, the epoch's
+// for a reader.
+func fence(rev int64, ops []*pb.ResponseOp, r driver.Request) uint64 {
 	if !r.Shared {
-		return uint64(resp.Header.Revision)
+		return uint64(rev)
 	}
-	if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+	if kvs := ops[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		return uint64(kvs[0].ModRevision)
 	}
 	return 0
 }
 
-// grant returns an etcd lease of ttl, in whole seconds rounded up: the spare
-// lease of that TTL if a keep-alive finds it, else a new one. A server whose
-// minimum lease TTL is longer would keep keys longer than the Client
-// believes: its lease is revoked and the TTL refused.
-func (s *Store) grant(ctx context.Context, ttl time.Duration) (int64, error) {
-	secs := seconds(ttl)
+// maxSpares bounds the spare etcd leases a store keeps per TTL.
+const maxSpares = 1024
+
+// grant returns an etcd lease for each of rs, of its TTL in whole seconds
+// rounded up: a spare of that TTL (see spare) if a keep-alive, pipelined
+// with the others', finds it alive, else a new one. A server whose minimum
+// lease TTL is longer would keep keys longer than the Client believes: its
+// lease is revoked and the TTL refused.
+func (s *Store) grant(ctx context.Context, rs []driver.Request) ([]int64, error) {
+	ids := make([]int64, len(rs))
 	s.mu.Lock()
-	id := s.spare[secs]
-	delete(s.spare, secs)
-	s.mu.Unlock()
-	if id != 0 {
-		if ttls, err := s.keepAlives(ctx, []int64{id}); err == nil && ttls[id] == secs {
-			return id, nil
+	for i, r := range rs {
+		if pool := s.spares[seconds(r.TTL)]; len(pool) > 0 {
+			ids[i], s.spares[seconds(r.TTL)] = pool[len(pool)-1], pool[:len(pool)-1]
 		}
 	}
-	resp, err := s.cli.Grant(ctx, secs)
-	if err != nil {
-		return 0, err
+	s.mu.Unlock()
+	ttls, _ := s.keepAlives(ctx, slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return id == 0 }))
+	for i, r := range rs {
+		secs := seconds(r.TTL)
+		if ttls[ids[i]] == secs {
+			continue
+		}
+		resp, err := s.cli.Grant(ctx, secs)
+		if err == nil && resp.TTL > secs {
+			_, _ = s.cli.Revoke(ctx, resp.ID)
+			err = lease.Invalid("ttl", "%v is below the etcd server's minimum lease TTL %ds", r.TTL, resp.TTL)
+		}
+		if err != nil { // the leases taken expire unused
+			return nil, err
+		}
+		ids[i] = int64(resp.ID)
 	}
-	if resp.TTL > secs {
-		_, _ = s.cli.Revoke(ctx, resp.ID)
-		return 0, lease.Invalid("ttl", "%v is below the etcd server's minimum lease TTL %ds", ttl, resp.TTL)
+	return ids, nil
+}
+
+// spare keeps etcd lease id, of ttl, which carries nothing now, for the
+// store's next grants, up to maxSpares per TTL; beyond, it revokes it.
+func (s *Store) spare(ctx context.Context, ttl time.Duration, id int64) {
+	secs := seconds(ttl)
+	s.mu.Lock()
+	full := len(s.spares[secs]) >= maxSpares
+	if !full {
+		s.spares[secs] = append(s.spares[secs], id)
 	}
-	return int64(resp.ID), nil
+	s.mu.Unlock()
+	if full {
+		_, _ = s.cli.Revoke(ctx, clientv3.LeaseID(id))
+	}
 }
 
 // seconds returns ttl in whole seconds, rounded up.
@@ -482,85 +575,132 @@ func (s *Store) forget(r driver.Request) (id int64) {
 	return id
 }
 
-// Release deletes the key if it carries r.Token, or r.Token's reader key
-// (whatever r.Shared says), and r.Token's queue entry, in one transaction,
-// then revokes their etcd leases (each carries only that key). When an open
-// subscription knows an exclusive waiter first in the key's queue, the
-// transaction hands the key over instead, if it still carries r.Token and
-// that entry is unchanged: the key then carries the waiter's token and
-// holder on its entry's etcd lease. The releaser's etcd lease, if this
-// store granted it, is kept as the spare of its TTL for the next grant, not
-// revoked: two Raft writes fewer per hand-off.
+// Release is ReleaseMany of r alone.
 func (s *Store) Release(ctx context.Context, r driver.Request) error {
-	mine := s.forget(r)
+	return s.ReleaseMany(ctx, []driver.Request{r})[0]
+}
+
+// ReleaseMany releases each request in a nested transaction, one
+// transaction per txnRequests requests: it deletes the key if it carries
+// r.Token, or r.Token's reader key (whatever r.Shared says), and r.Token's
+// queue entry. When an open subscription knows an exclusive waiter first in
+// the key's queue, it hands the key over instead, if the key still carries
+// r.Token and that entry is unchanged: the key then carries the waiter's
+// token and holder on its entry's etcd lease. The etcd lease of a hold this
+// store granted, which then carries nothing, is kept as a spare (see
+// spare); the others it deleted from are revoked.
+func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
+	errs := make([]error, len(rs))
+	for lo := 0; lo < len(rs); lo += txnRequests {
+		hi := min(lo+txnRequests, len(rs))
+		s.releaseMany(ctx, rs[lo:hi], errs[lo:hi])
+	}
+	return errs
+}
+
+// releaseMany is ReleaseMany of one chunk.
+func (s *Store) releaseMany(ctx context.Context, rs []driver.Request, errs []error) {
+	mine, handing := make([]int64, len(rs)), make([]bool, len(rs))
+	ops, plain := make([]clientv3.Op, len(rs)), make([]clientv3.Op, len(rs))
+	for i, r := range rs {
+		mine[i] = s.forget(r)
+		ops[i], plain[i], handing[i] = s.opsRelease(r, mine[i])
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // a waiter's etcd lease just expired
+		clear(handing)
+		resp, err = s.cli.Txn(ctx).Then(plain...).Commit()
+	}
+	for i, r := range rs {
+		if errs[i] = err; err == nil {
+			errs[i] = s.released(ctx, r, mine[i], handing[i], resp.Responses[i].GetResponseTxn())
+		}
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("etcdlease: release %q: %w", r.Key, errs[i])
+		}
+	}
+}
+
+// opsRelease returns the nested transaction that releases r, the one that
+// releases it without a hand-off, and whether the first hands off. A hold
+// this store granted on etcd lease mine is known by that lease (which
+// carries nothing else), and its token has no queue entry.
+func (s *Store) opsRelease(r driver.Request, mine int64) (op, plain clientv3.Op, handing bool) {
 	k, rk := s.keyPath(r.Key), s.subKey(r.Key, kindReader, r.Token)
-	leave := []clientv3.Op{clientv3.OpDelete(s.subKey(r.Key, kindWaiter, r.Token), clientv3.WithPrevKV()),
-		clientv3.OpDelete(s.subKey(r.Key, kindShared, r.Token), clientv3.WithPrevKV())}
+	var leave []clientv3.Op
+	is := ours(k, r.Token)
+	if mine != 0 {
+		is = []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(k), "=", mine)}
+	} else {
+		leave = []clientv3.Op{clientv3.OpDelete(s.subKey(r.Key, kindWaiter, r.Token), clientv3.WithPrevKV()),
+			clientv3.OpDelete(s.subKey(r.Key, kindShared, r.Token), clientv3.WithPrevKV())}
+	}
 	release := append([]clientv3.Op{
-		clientv3.OpTxn(ours(k, r.Token), []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())}, nil),
+		clientv3.OpTxn(is, []clientv3.Op{clientv3.OpDelete(k, clientv3.WithPrevKV())}, nil),
 		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), ">", 0)}, []clientv3.Op{clientv3.OpDelete(rk, clientv3.WithPrevKV())}, nil),
 	}, leave...)
-	txn, handing := s.cli.Txn(ctx).Then(release...), false
-	if token, e := s.next(r.Key, r.Token); token != "" {
-		hk := s.subKey(r.Key, kindWaiter, token)
-		txn, handing = s.cli.Txn(ctx).If(append(ours(k, r.Token), clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev))...).
-			Then(append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
-				clientv3.OpDelete(hk)}, leave...)...).Else(release...), true
+	plain = clientv3.OpTxn(nil, release, nil)
+	token, e := s.next(r.Key, r.Token)
+	if token == "" {
+		return plain, plain, false
 	}
-	resp, err := txn.Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) { // the waiter's etcd lease just expired
-		handing = false
-		resp, err = s.cli.Txn(ctx).Then(release...).Commit()
-	}
-	if err != nil {
-		return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
-	}
-	held := handing && resp.Succeeded
+	hk := s.subKey(r.Key, kindWaiter, token)
+	return clientv3.OpTxn(append(is, clientv3.Compare(clientv3.CreateRevision(hk), "=", e.rev)),
+		append([]clientv3.Op{clientv3.OpPut(k, token+"\x00"+e.holder, clientv3.WithLease(clientv3.LeaseID(e.lease)), clientv3.WithPrevKV()),
+			clientv3.OpDelete(hk)}, leave...), release), plain, true
+}
+
+// released returns lease.ErrNotHeld unless in, the response of r's nested
+// transaction (handing: a hand-off), released r's hold. It keeps the hold's
+// etcd lease as a spare if this store granted it (mine), and revokes the
+// others of the keys it deleted or handed over.
+func (s *Store) released(ctx context.Context, r driver.Request, mine int64, handing bool, in *pb.TxnResponse) error {
+	held := handing && in.Succeeded
 	var kvs []*mvccpb.KeyValue
-	for _, op := range resp.Responses {
-		if in := op.GetResponseTxn(); in != nil {
-			held = held || in.Succeeded
-			for _, op := range in.Responses {
+	for _, op := range in.Responses {
+		if t := op.GetResponseTxn(); t != nil {
+			held = held || t.Succeeded
+			for _, op := range t.Responses {
 				kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 			}
-		} else if kv := op.GetResponsePut().GetPrevKv(); kv != nil && kv.Lease != mine {
-			kvs = append(kvs, kv) // a lease this store did not grant: revoke it
-		} else if kv != nil {
-			s.mu.Lock() // handed over: the key's etcd lease carries nothing, keep it for grant
-			kv.Lease, s.spare[seconds(r.TTL)] = s.spare[seconds(r.TTL)], kv.Lease
-			s.mu.Unlock()
-			if kv.Lease != 0 { // the spare it replaces
-				kvs = append(kvs, kv)
-			}
+		} else if kv := op.GetResponsePut().GetPrevKv(); kv != nil {
+			kvs = append(kvs, kv) // handed over: the key's former etcd lease carries nothing
 		} else {
 			kvs = append(kvs, op.GetResponseDeleteRange().GetPrevKvs()...)
 		}
 	}
 	for _, kv := range kvs {
-		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("etcdlease: release %q: %w", r.Key, err)
+		if kv.Lease == mine && mine != 0 {
+			s.spare(ctx, r.TTL, mine)
+		} else if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return err
 		}
 	}
 	if !held {
-		return fmt.Errorf("etcdlease: release %q: %w", r.Key, lease.ErrNotHeld)
+		return lease.ErrNotHeld
 	}
 	return nil
 }
 
-// handed returns how an open subscription last saw key held by token: only
-// token's own Release or the expiry of that etcd lease end such a hold.
-func (s *Store) handed(key, token string) (entry, bool) {
+// handed returns the grant of a key handed to r.Token, a writer, as an open
+// subscription last saw it (only r.Token's own Release or the expiry of
+// that etcd lease end such a hold): the key is on r.Token's entry lease,
+// kept alive by its last refused attempt, so the TTL runs from then.
+func (s *Store) handed(r driver.Request) (driver.Grant, int64, bool) {
+	if r.Shared {
+		return driver.Grant{}, 0, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
 		sub.mu.Lock()
-		h, ok := sub.holders[key]
+		h, ok := sub.holders[r.Key]
 		sub.mu.Unlock()
-		if ok && h.holder == token {
-			return h, true
+		if ok && h.holder == r.Token {
+			return driver.Grant{Fence: uint64(h.rev), FromQueue: true}, h.lease, true
 		}
 	}
-	return entry{}, false
+	return driver.Grant{}, 0, false
 }
 
 // next returns the oldest entry of key's queue other than token's, as an
