@@ -88,7 +88,7 @@ func allSystems() []System {
 		lk("zookeeper", "zklease.Dial, one session per worker (session timeout = TTL)", 0),
 		lk("nats", "natslease on a JetStream KV bucket, one NATS connection per worker, KV watch", 0),
 		lk("file", "filelease on a local temp directory, inotify wake-ups", 0),
-		lk("k8s", "k8slease, one clientset per worker (QPS 1000), watch wake-ups, no FIFO", time.Second),
+		lk("k8s", "k8slease, one clientset per worker (QPS 1000), watch wake-ups, FIFO by a Lease object per waiter", time.Second),
 		{Name: "raw", Store: "redis", Wait: true, Note: "go-redis SET NX PX + Lua compare-and-delete, 10 ms polling",
 			New: func(ctx context.Context, env *Env, key string, ttl time.Duration) (Locker, error) {
 				return &rawLocker{rdb: newCountedRedis(env.RedisAddr, counterFor("raw/redis")), key: key, ttl: ttl}, nil
