@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,19 +158,36 @@ func startClockRedis(t *testing.T, clock *faketime.Clock) string {
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir, "--logfile", logPath)
 	cmd.Env = append(os.Environ(), clock.EnvLibcMalloc(t)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	done := startProcess(t, cmd, nil)
 	if err := waitPing(addr, done, logPath); err != nil {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// startProcess starts cmd, killed at cleanup, and returns a channel closed
+// once it has exited, after closing out (its log) if not nil.
+func startProcess(t *testing.T, cmd *exec.Cmd, out io.Closer) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		if out != nil {
+			_ = out.Close()
+		}
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		if out != nil {
+			_ = out.Close()
+		}
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return done
 }
 
 // TestClockPostgres: a private PostgreSQL under libfaketime, table mode,
@@ -295,16 +313,7 @@ admin.enableServer=false
 		"-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfgPath)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	done := startProcess(t, cmd, logf)
 	srv := &zktest.Server{Addr: addr}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -490,15 +499,7 @@ func startClockMariaDB(t *testing.T, clock *faketime.Clock) string {
 		"--pid-file=" + filepath.Join(dir, "pid"), "--log-error=" + logPath, "--skip-name-resolve",
 		"--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=32M", "--max-connections=200"}, user...)...)
 	cmd.Env = append(os.Environ(), clock.Env()...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	done := startProcess(t, cmd, nil)
 	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=5s", port))
 	if err != nil {
 		t.Fatal(err)

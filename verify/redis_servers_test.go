@@ -91,7 +91,7 @@ func startSentinel(t *testing.T, conf ...string) *redisNode {
 }
 
 // waitPing waits up to 10s for a PING answer (an error reply counts).
-func waitPing(addr string, done chan struct{}, logPath string) error {
+func waitPing(addr string, done <-chan struct{}, logPath string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
