@@ -46,7 +46,7 @@ func (r *runner) injectClock(ctx context.Context, kind string) bool {
 	case FaultClockForward, FaultClockBack:
 		wait := 2 * ttl // back: any holder
 		if kind == FaultClockForward {
-			wait = min(8*ttl, 8*time.Second) // the careless holder, rarer
+			wait = min(12*ttl, 12*time.Second) // the careless holder, rarer
 		}
 		id, fence, w := r.clockHolder(ctx, wait)
 		if w == nil {
@@ -90,11 +90,13 @@ func (r *runner) injectClock(ctx context.Context, kind string) bool {
 // clockHolder waits up to d for a holder to step the clock under: in the
 // first three quarters of d, a careless worker that keeps its leases
 // (Hold) and acquired its current one less than a TTL ago, or, at a Hold
-// above 9, has two TTLs of its hold left, so that it goes on writing with
-// its fence for a while after the step; then any holder.
+// above 12, has three TTLs of its hold left, so that it goes on writing
+// with its fence for a while after the step (which may take a second or
+// two to reach the server, and the next holder as long to be granted);
+// then any holder.
 func (r *runner) clockHolder(ctx context.Context, d time.Duration) (int, uint64, *worker) {
 	start := time.Now()
-	fresh := max(r.cfg.TTL, time.Duration(r.cfg.Hold)*r.cfg.TTL/3-2*r.cfg.TTL) // renew interval TTL/3
+	fresh := max(r.cfg.TTL, time.Duration(r.cfg.Hold)*r.cfg.TTL/3-3*r.cfg.TTL) // renew interval TTL/3
 	for time.Since(start) < 3*d/4 && ctx.Err() == nil {
 		r.mu.Lock()
 		for id, f := range r.holder {

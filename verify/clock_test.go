@@ -36,20 +36,32 @@ var clockFaults = []string{verify.FaultClockForward, verify.FaultClockBack, veri
 
 // runClock runs the harness with the store clock faults, stepping clock
 // with step, and checks that every kind was injected, that nothing unsafe
-// happened, and, with early, that a forward step let a second holder in.
+// happened, and, with early, that a forward step let a second holder in
+// (in a second run if the first had none).
 // The careless holder whose store clock jumps goes on writing with its
 // fence for hold renew intervals (hold/3 TTLs), after the waiters woke and
 // took the key.
 func runClock(t *testing.T, store string, ttl, least time.Duration, hold int, clock *faketime.Clock, step stepFunc, early bool) *verify.Report {
 	t.Helper()
-	rep := run(t, verify.Config{Store: store, TTL: ttl, Hold: hold, Duration: max(runDuration(t), least), Faults: clockFaults,
-		StepClock: step})
-	check(t, rep, verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift)
-	if early && rep.EarlyGrants == 0 {
-		t.Errorf("no forward step of the store's clock let a second holder in (%d steps)", rep.Faults[verify.FaultClockForward])
+	for again := false; ; again = true {
+		rep := run(t, verify.Config{Store: store, TTL: ttl, Hold: hold, Duration: max(runDuration(t), least), Faults: clockFaults,
+			StepClock: step})
+		check(t, rep, verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift)
+		t.Logf("store clock offset at the end: %v", clock.Offset())
+		if !early || rep.EarlyGrants > 0 || t.Failed() {
+			return rep
+		}
+		// Whether a step lets a second holder in while the first still
+		// writes is a race between the step reaching the server, the
+		// next grant and the end of the hold; on a loaded machine a run
+		// of two steps can lose it each time. A second run must not.
+		msg := fmt.Sprintf("no forward step of the store's clock let a second holder in (%d steps)", rep.Faults[verify.FaultClockForward])
+		if again {
+			t.Error(msg + ", in two runs")
+			return rep
+		}
+		t.Log(msg + ": running again")
 	}
-	t.Logf("store clock offset at the end: %v", clock.Offset())
-	return rep
 }
 
 // stepFunc moves a store server's clock (verify.Config.StepClock).
@@ -250,10 +262,11 @@ func TestClockZooKeeper(t *testing.T) {
 		time.Sleep(2 * probe.timeout)
 		return probe.alive()
 	})
-	// 32 s: the faults take at most 28 s (clockHolder's waits, the
+	// 40 s: the faults take at most 36 s (clockHolder's waits, the
 	// drift, the recoveries), 2 s more for the steps to take effect. Hold
-	// 12 (4 s): a step takes up to 2 s to reach the server.
-	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 32*time.Second, 12, clock, step, true)
+	// 15 (5 s): a step takes up to 2 s to reach the server, and the
+	// careless holder it is made under has 3 s of its hold left.
+	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 40*time.Second, 15, clock, step, true)
 }
 
 // TestClockZooKeeperMonotonic: when the server's monotonic clock jumps too
