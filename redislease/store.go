@@ -164,6 +164,11 @@ var (
 // keysOf returns the keys of key with the suffixes parts, as slices of
 // one string: one allocation for all of them.
 func (s *Store) keysOf(key string, parts []string) []string {
+	return s.appendKeys(make([]string, 0, len(parts)), key, parts)
+}
+
+// appendKeys appends the keys of key with the suffixes parts to dst.
+func (s *Store) appendKeys(dst []string, key string, parts []string) []string {
 	esc := escaper.Replace(key)
 	lk := len(s.prefix) + len(esc) + 2 // the length of leaseKey(key)
 	n := 0
@@ -179,11 +184,11 @@ func (s *Store) keysOf(key string, parts []string) []string {
 		b.WriteByte('}')
 		b.WriteString(part)
 	}
-	all, keys := b.String(), make([]string, len(parts))
-	for i, part := range parts {
-		keys[i], all = all[:lk+len(part)], all[lk+len(part):]
+	all := b.String()
+	for _, part := range parts {
+		dst, all = append(dst, all[:lk+len(part)]), all[lk+len(part):]
 	}
-	return keys
+	return dst
 }
 
 // renewKeys returns the lease, readers, reader holder and tombstone keys of
@@ -226,7 +231,7 @@ func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.
 		common: func() []any { return []any{s.maxWaitersArg, s.waiterID()} },
 		add: func(keys []string, args []any, j int) ([]string, []any) {
 			r := rs[send[j]]
-			return append(keys, s.keysOf(r.Key, acquireParts)...), append(args, r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, r.Shared)
+			return s.appendKeys(keys, r.Key, acquireParts), append(args, r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, r.Shared)
 		},
 		send: func(pipe redis.Pipeliner, j int) *redis.Cmd {
 			r := rs[send[j]]
@@ -302,7 +307,7 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	vs, verrs := s.batch(ctx, len(rs), batchScripts{
 		one: renewScript, many: renewManyScript, keys: len(renewParts), args: 3,
 		add: func(keys []string, args []any, i int) ([]string, []any) {
-			return append(keys, s.renewKeys(rs[i].Key)...), append(args, rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
+			return s.appendKeys(keys, rs[i].Key, renewParts), append(args, rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
 		},
 		send: func(pipe redis.Pipeliner, i int) *redis.Cmd {
 			return renewScript.EvalSha(ctx, pipe, s.renewKeys(rs[i].Key), rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
@@ -439,7 +444,7 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		one: releaseScript, many: releaseManyScript, keys: len(releaseParts), args: 3,
 		common: func() []any { return []any{s.channelArg} },
 		add: func(keys []string, args []any, i int) ([]string, []any) {
-			return append(keys, s.keysOf(rs[i].Key, releaseParts)...), append(args, rs[i].Token, rs[i].Key, rs[i].Shared)
+			return s.appendKeys(keys, rs[i].Key, releaseParts), append(args, rs[i].Token, rs[i].Key, rs[i].Shared)
 		},
 		send: func(pipe redis.Pipeliner, i int) *redis.Cmd {
 			return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
