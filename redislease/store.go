@@ -325,12 +325,12 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 const chunk = 1000
 
 // batchScripts says how batch sends a batch's requests: each by script one
-// (send), or up to chunk of them by script many, whose keys and arguments
-// are common's, then keys and args per request (add), and whose reply is
-// one reply of one per request.
+// (send), or up to chunk of them by script many, whose arguments are
+// common's (if any), then each request's keys and args arguments (add), and
+// whose reply holds one reply of one per request.
 type batchScripts struct {
 	one, many  *redis.Script
-	keys, args int
+	keys, args int // per request, in many
 	common     func() []any
 	add        func(keys []string, args []any, i int) ([]string, []any)
 	send       func(pipe redis.Pipeliner, i int) *redis.Cmd
@@ -354,7 +354,7 @@ func (s *Store) batch(ctx context.Context, n int, b batchScripts) ([]any, []erro
 		bounds := func(j int) (int, int) { return j * chunk, min(n, (j+1)*chunk) }
 		cmds := s.pipelined(ctx, b.many, (n+chunk-1)/chunk, func(pipe redis.Pipeliner, j int) *redis.Cmd {
 			lo, hi := bounds(j)
-			keys, args := make([]string, 0, b.keys*(hi-lo)), make([]any, 0, b.args*(hi-lo)+2)
+			keys, args := make([]string, 0, b.keys*(hi-lo)), make([]any, 0, b.args*(hi-lo)+2) // 2: common's
 			if b.common != nil {
 				args = append(args, b.common()...)
 			}
