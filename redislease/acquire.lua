@@ -1,97 +1,113 @@
--- acquire.lua: grant KEYS[1] to ARGV[1] if it is free and no live waiter is
--- queued ahead, or, shared (ARGV[7] is '1'), if no writer holds it and no
--- live exclusive waiter is queued ahead; refresh it if ARGV[1] holds it;
--- otherwise report the holder and, if ARGV[4] is '1', queue ARGV[1] (or
--- refresh its entry).
--- KEYS: lease (token NUL fence NUL holder), fence counter, queue (zset
--- member -> arrival), queue expiries (zset member -> server ms), queue
+-- acquire.lua: acquire(k, tok, name, ms, queue, max, id, shared) grants
+-- lease KEYS[k] to token tok (holder name, for ms) if it is free and no live
+-- waiter is queued ahead, or, shared (shared is '1'), if no writer holds it
+-- and no live exclusive waiter is queued ahead; refreshes it if tok holds
+-- it; otherwise reports the holder and, if queue is '1', queues tok (or
+-- refreshes its entry) unless max live waiters are queued. id is the store's
+-- id if it listens, else ''.
+-- KEYS[k..k+6]: lease (token NUL fence NUL holder), fence counter, queue
+-- (zset member -> arrival), queue expiries (zset member -> server ms), queue
 -- channels (hash member -> the waiter's store's id, if it listens), readers
 -- and their holders (see readers.lua). A waiter's member is its token,
 -- after a NUL if it waits to share.
--- ARGV: token, holder, TTL ms, queue flag, max waiters, store id or '',
--- shared flag.
 -- Returns the fence when granted, else {code, holder, pttl, fence, ahead}
--- with code -1 when the queue was full.
-local shared = ARGV[7] == '1'
-local t, now = clock()
-local tok, fence, holder
-local lease = redis.call('GET', KEYS[1])
-if lease then
-  tok, fence, holder = decode(lease)
-  if tok == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return fence
+-- with code -1 when the queue was full. The script ends with its calls (see
+-- store.go): one acquisition, or one per 7 keys.
+local function acquire(k, tok, name, ms, queue, max, id, shared)
+  local lk, fk, q, qx, qc, rk, rh = unpack(KEYS, k, k + 6)
+  shared = shared == '1'
+  -- MGET reads a key of another type as nil: GET, which refuses it, checks
+  -- a missing lease before anything but SET NX writes over it.
+  local got = redis.call('MGET', lk, fk)
+  local lease, owner, fence, holder = got[1], nil, nil, nil
+  if lease then
+    owner, fence, holder = decode(lease, lk)
+    if owner == tok then
+      redis.call('PEXPIRE', lk, ms)
+      return fence
+    end
+  elseif shared then
+    redis.call('GET', lk)
   end
-end
-local readers = lease and tok == ''
-local m = shared and '\0' .. ARGV[1] or ARGV[1]
-local rank, ahead, blocked = nil, 0, 0
--- A live reader's shared Acquire only refreshes it.
-local again = readers and shared and (tonumber(redis.call('ZSCORE', KEYS[6], ARGV[1])) or 0) > now
-if not again and redis.call('EXISTS', KEYS[3]) == 1 then
-  for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
-    redis.call('ZREM', KEYS[3], w)
-    redis.call('ZREM', KEYS[4], w)
-    redis.call('HDEL', KEYS[5], w)
-  end
-  rank = redis.call('ZRANK', KEYS[3], m)
-  ahead = rank or redis.call('ZCARD', KEYS[3])
-  blocked = ahead
-  -- Only exclusive waiters ahead block a reader (looked for if no writer holds).
-  if shared and ahead > 0 and (readers or not lease) then
-    blocked = 0
-    for _, w in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead - 1)) do
-      if string.byte(w) ~= 0 then
-        blocked = 1
-        break
+  local readers = lease and owner == ''
+  local m = shared and '\0' .. tok or tok
+  local rank, ahead, blocked = nil, 0, 0
+  -- A live reader's shared Acquire only refreshes it.
+  local again = readers and shared and (tonumber(redis.call('ZSCORE', rk, tok)) or 0) > select(2, clock())
+  if not again and redis.call('EXISTS', q) == 1 then
+    local _, now = clock()
+    for _, w in ipairs(redis.call('ZRANGEBYSCORE', qx, '-inf', now)) do
+      redis.call('ZREM', q, w)
+      redis.call('ZREM', qx, w)
+      redis.call('HDEL', qc, w)
+    end
+    rank = redis.call('ZRANK', q, m)
+    ahead = rank or redis.call('ZCARD', q)
+    blocked = ahead
+    -- Only exclusive waiters ahead block a reader (looked for if no writer holds).
+    if shared and ahead > 0 and (readers or not lease) then
+      blocked = 0
+      for _, w in ipairs(redis.call('ZRANGE', q, 0, ahead - 1)) do
+        if string.byte(w) ~= 0 then
+          blocked = 1
+          break
+        end
       end
     end
   end
-end
-if (not lease or readers and shared) and blocked == 0 then
-  if rank then
-    redis.call('ZREM', KEYS[3], m)
-    redis.call('ZREM', KEYS[4], m)
-    redis.call('HDEL', KEYS[5], m)
-  end
-  if not lease then
-    -- The clock term keeps fences growing if Redis lost the counter.
-    local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-    if not last then
-      error({err = 'CORRUPT the fence counter ' .. KEYS[2] .. ' is not a number'})
+  if (not lease or readers and shared) and blocked == 0 then
+    if not lease then
+      local last = tonumber(got[2] or redis.call('GET', fk) or '0')
+      if not last then
+        error({err = 'CORRUPT the fence counter ' .. fk .. ' is not a number'})
+      end
+      -- The clock term keeps fences growing if Redis lost the counter.
+      local t = clock()
+      fence = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
+      if not shared and not redis.call('SET', lk, tok .. '\0' .. fence .. '\0' .. name, 'NX', 'PX', ms) then
+        notLease(lk)
+      end
+      redis.call('SET', fk, fence)
+      if shared then
+        redis.call('DEL', rk, rh) -- dead readers
+      end
     end
-    fence = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
-    redis.call('SET', KEYS[2], fence)
-    if shared then
-      redis.call('DEL', KEYS[6], KEYS[7]) -- dead readers
+    if rank then
+      redis.call('ZREM', q, m)
+      redis.call('ZREM', qx, m)
+      redis.call('HDEL', qc, m)
     end
-  end
-  if not shared then
-    redis.call('SET', KEYS[1], ARGV[1] .. '\0' .. fence .. '\0' .. ARGV[2], 'PX', ARGV[3])
+    if not shared then
+      return fence
+    end
+    local _, now = clock()
+    redis.call('ZADD', rk, now + tonumber(ms), tok)
+    redis.call('HSET', rh, tok, name)
+    reseat(lk, rk, rh, fence, now)
     return fence
   end
-  redis.call('ZADD', KEYS[6], now + tonumber(ARGV[3]), ARGV[1])
-  redis.call('HSET', KEYS[7], ARGV[1], ARGV[2])
-  reseat(KEYS[1], KEYS[6], KEYS[7], fence, now)
-  return fence
-end
-local code = 0
-if ARGV[4] == '1' and not rank and ahead >= tonumber(ARGV[5]) then
-  code = -1
-elseif ARGV[4] == '1' then
-  if not rank then
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
-    redis.call('ZADD', KEYS[3], (tonumber(last) or 0) + 1, m)
+  if not lease then
+    redis.call('GET', lk)
   end
-  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), m)
-  if ARGV[6] ~= '' then
-    redis.call('HSET', KEYS[5], m, ARGV[6])
-  else
-    redis.call('HDEL', KEYS[5], m)
+  local code = 0
+  if queue == '1' and not rank and ahead >= tonumber(max) then
+    code = -1
+  elseif queue == '1' then
+    local _, now = clock()
+    if not rank then
+      local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', q, (tonumber(last) or 0) + 1, m)
+    end
+    redis.call('ZADD', qx, now + tonumber(ms), m)
+    if id ~= '' then
+      redis.call('HSET', qc, m, id)
+    else
+      redis.call('HDEL', qc, m)
+    end
+    local keep = tonumber(redis.call('ZRANGE', qx, -1, -1, 'WITHSCORES')[2]) - now
+    redis.call('PEXPIRE', q, keep)
+    redis.call('PEXPIRE', qx, keep)
+    redis.call('PEXPIRE', qc, keep)
   end
-  local keep = tonumber(redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2]) - now
-  redis.call('PEXPIRE', KEYS[3], keep)
-  redis.call('PEXPIRE', KEYS[4], keep)
-  redis.call('PEXPIRE', KEYS[5], keep)
+  return {code, holder or '', redis.call('PTTL', lk), fence or '0', ahead}
 end
-return {code, holder or '', redis.call('PTTL', KEYS[1]), fence or '0', ahead}

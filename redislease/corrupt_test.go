@@ -58,24 +58,71 @@ func TestCorruptFenceCounter(t *testing.T) {
 	}
 }
 
-// TestCorruptInBatch: in AcquireMany and ReleaseMany, which run one script
-// for the whole batch, a corrupt key fails its own request only.
+// TestCorruptInBatch: AcquireMany and ReleaseMany run one script for a
+// whole batch, yet a corrupt key fails its own request only: the other
+// requests are granted and released, and the corrupt values stay as they
+// were.
 func TestCorruptInBatch(t *testing.T) {
 	c := sharedClient(t)
 	s := newStore(t, c)
 	ctx := testCtx(t, 30*time.Second)
-	rs := make([]driver.Request, 3)
+	tok := token(t)
+	corrupt := []struct {
+		what   string
+		suffix string // of the lease key: the key written
+		write  func(k string) error
+		held   bool // whether the lease key is corrupt, so release fails too
+	}{
+		{"a lease of another format", "", func(k string) error { return c.Set(ctx, k, "garbage", 0).Err() }, true},
+		{"a lease hash", "", func(k string) error { return c.HSet(ctx, k, "token", tok).Err() }, true},
+		{"a fence counter word", ":fence", func(k string) error { return c.Set(ctx, k, "many", 0).Err() }, false},
+		{"a fence counter set", ":fence", func(k string) error { return c.SAdd(ctx, k, "1").Err() }, false},
+	}
+	// Good requests before, between and after the corrupt ones.
+	rs := make([]driver.Request, 2*len(corrupt)+1)
+	bad := map[int]int{} // request -> corrupt
 	for i := range rs {
 		rs[i] = req("batch-"+randHex(t, 4), token(t), "h", time.Minute)
+		if i%2 == 1 {
+			bad[i] = i / 2
+			if err := corrupt[i/2].write(leaseKey(s.Prefix(), rs[i].Key) + corrupt[i/2].suffix); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if err := c.HSet(ctx, leaseKey(s.Prefix(), rs[1].Key), "token", rs[1].Token).Err(); err != nil {
-		t.Fatal(err)
+	dump := func(i int) string {
+		return c.Dump(ctx, leaseKey(s.Prefix(), rs[i].Key)+corrupt[bad[i]].suffix).Val()
+	}
+	before := map[int]string{}
+	for i := range bad {
+		before[i] = dump(i)
 	}
 	gs, errs := s.AcquireMany(ctx, rs)
-	if errs[0] != nil || errs[2] != nil || gs[0].Fence == 0 || gs[2].Fence == 0 || !errors.Is(errs[1], lease.ErrCorrupt) {
-		t.Fatalf("AcquireMany with a corrupt middle key = %+v, %v; want grants beside ErrCorrupt", gs, errs)
+	for i, r := range rs {
+		if k, ok := bad[i]; ok {
+			if !errors.Is(errs[i], lease.ErrCorrupt) {
+				t.Errorf("AcquireMany beside good keys, %s: %+v, %v; want ErrCorrupt", corrupt[k].what, gs[i], errs[i])
+			}
+			continue
+		}
+		info, err := s.Inspect(ctx, r.Key)
+		if errs[i] != nil || gs[i].Fence == 0 || err != nil || !info.Held || info.Fence != gs[i].Fence {
+			t.Errorf("AcquireMany beside corrupt keys, request %d: %+v, %v; Inspect %+v, %v", i, gs[i], errs[i], info, err)
+		}
 	}
-	if errs := s.ReleaseMany(ctx, rs); errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], lease.ErrCorrupt) {
-		t.Errorf("ReleaseMany with a corrupt middle key = %v; want nil beside ErrCorrupt", errs)
+	errs = s.ReleaseMany(ctx, rs)
+	for i, r := range rs {
+		if k, ok := bad[i]; ok {
+			if want := lease.ErrNotHeld; corrupt[k].held && !errors.Is(errs[i], lease.ErrCorrupt) || !corrupt[k].held && !errors.Is(errs[i], want) {
+				t.Errorf("ReleaseMany beside good keys, %s: %v", corrupt[k].what, errs[i])
+			}
+			if dump(i) != before[i] {
+				t.Errorf("%s: changed by AcquireMany and ReleaseMany", corrupt[k].what)
+			}
+			continue
+		}
+		if info, err := s.Inspect(ctx, r.Key); errs[i] != nil || err != nil || info.Held {
+			t.Errorf("ReleaseMany beside corrupt keys, request %d: %v; Inspect %+v, %v", i, errs[i], info, err)
+		}
 	}
 }

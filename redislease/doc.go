@@ -12,13 +12,14 @@
 // passwords are configured on the go-redis client; the store never formats
 // the client's options into errors.
 //
-// Each operation is one Lua script, one EVALSHA round trip; [Store.AcquireMany]
-// and [Store.ReleaseMany] pipeline theirs, one round trip for a batch (on a
-// Cluster, one per node the batch's keys live on), so a Client's goroutines
-// acquiring and releasing at once share round trips. [Store.RenewMany] renews
-// up to 1,000 leases per EVALSHA, all in one pipeline (100 EVALSHAs in one
-// round trip for 100,000 leases); through a Cluster or Ring client, whose
-// scripts may not span slots, it pipelines one EVALSHA per lease. For prefix
+// Each operation is one Lua script, one EVALSHA round trip. [Store.AcquireMany],
+// [Store.ReleaseMany] and [Store.RenewMany] run up to 1,000 requests per
+// EVALSHA, each request with its own result (a corrupt key fails its own
+// request only), all in one pipeline: one round trip and one script call for
+// the batch a Client's goroutines send together (100 EVALSHAs in one round
+// trip for 100,000 renewals). Through a Cluster or Ring client, whose scripts
+// may not span slots, they pipeline one EVALSHA per request (one round trip
+// per node the batch's keys live on). For prefix
 // P and key K (esc percent-escapes '%', '{' and '}', so the Cluster hash tag
 // is exactly the escaped key and all keys of K share one slot):
 //

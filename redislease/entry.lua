@@ -7,7 +7,7 @@ local function entry(now)
   local hs, ws = {}, {}
   local lease = redis.call('GET', KEYS[1])
   if lease then
-    local tok, fence, holder = decode(lease)
+    local tok, fence, holder = decode(lease, KEYS[1])
     if tok ~= '' then
       hs = {tok, holder or '', fence or '0', redis.call('PTTL', KEYS[1]), 0}
     else

@@ -3,7 +3,7 @@
 -- {0, '', the counter KEYS[2] or '0', 0, 0}.
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  local tok, fence, holder = decode(cur)
+  local tok, fence, holder = decode(cur, KEYS[1])
   local n = 0
   if tok == '' then
     local _, now = clock()

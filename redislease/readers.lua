@@ -5,21 +5,42 @@
 -- zset of readers (token -> expiry, server ms) and a hash token -> holder,
 -- with the same expiry.
 
--- decode splits lease value v (token NUL fence NUL holder) and raises a
--- CORRUPT error for anything else (store.go maps it to lease.ErrCorrupt):
--- a value we did not write never reads as a free key or as ours.
-local function decode(v)
+-- notLease raises the CORRUPT error of lease key lk (store.go maps it to
+-- lease.ErrCorrupt).
+local function notLease(lk)
+  error({err = 'CORRUPT the value of ' .. lk .. ' is not a lease'})
+end
+
+-- decode splits the value v of lease key lk (token NUL fence NUL holder)
+-- and raises a CORRUPT error for anything else: a value we did not write
+-- never reads as a free key or as ours.
+local function decode(v, lk)
   local tok, fence, holder = string.match(v, '^([^%z]*)%z(%d+)%z(.*)$')
   if not tok or #fence > 19 then
-    error({err = 'CORRUPT the value of ' .. KEYS[1] .. ' is not a lease'})
+    notLease(lk)
   end
   return tok, fence, holder
 end
 
--- clock returns the server TIME reply and the server time in ms.
+-- clock returns the server TIME reply and the server time in ms, read once
+-- per script: a batch's requests share one reading, as one request's steps do.
+local clockTime, clockMs
 local function clock()
-  local t = redis.call('TIME')
-  return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not clockTime then
+    clockTime = redis.call('TIME')
+    clockMs = tonumber(clockTime[1]) * 1000 + math.floor(tonumber(clockTime[2]) / 1000)
+  end
+  return clockTime, clockMs
+end
+
+-- try returns f(...), or its error as an error reply: in a batch, a
+-- request's error fails that request only.
+local function try(f, ...)
+  local ok, r = pcall(f, ...)
+  if ok then
+    return r
+  end
+  return {err = type(r) == 'table' and r.err or tostring(r)}
 end
 
 -- reseat drops the readers of zset rk (holders hk) dead at now and points

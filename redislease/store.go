@@ -31,21 +31,35 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	acquireScript = redis.NewScript(readersSrc + acquireSrc)
-	renewScript   = redis.NewScript(readersSrc + renewSrc + "return renew(1, redis.call('GET', KEYS[1]), ARGV[1], ARGV[2], ARGV[3])\n")
-	// renewManyScript renews KEYS/4 leases, read with one MGET, replying one
-	// result (or error) per lease: an error stops only its own renewal.
+	// Each operation's script defines it as a function over an offset into
+	// KEYS; a script calls it once, or once per request of a batch (each
+	// request's error an element of the reply: it fails that request only).
+	acquireScript     = redis.NewScript(readersSrc + acquireSrc + "return acquire(1, unpack(ARGV))\n")
+	acquireManyScript = redis.NewScript(readersSrc + acquireSrc + `local res = {}
+for i = 1, #KEYS / 7 do
+  local a = 5 * i - 2
+  res[i] = try(acquire, 7 * i - 6, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[1], ARGV[2], ARGV[a + 4])
+end
+return res
+`)
+	renewScript     = redis.NewScript(readersSrc + renewSrc + "return renew(1, redis.call('GET', KEYS[1]), ARGV[1], ARGV[2], ARGV[3])\n")
 	renewManyScript = redis.NewScript(readersSrc + renewSrc + `local lks, res = {}, {}
 for k = 1, #KEYS, 4 do
   lks[#lks + 1] = KEYS[k]
 end
 for i, cur in ipairs(redis.call('MGET', unpack(lks))) do
-  local ok, r = pcall(renew, 4 * i - 3, cur, ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
-  res[i] = ok and r or {err = type(r) == 'table' and r.err or tostring(r)}
+  res[i] = try(renew, 4 * i - 3, cur, ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i])
 end
 return res
 `)
-	releaseScript = redis.NewScript(readersSrc + releaseSrc)
+	releaseScript     = redis.NewScript(readersSrc + releaseSrc + "return release(1, unpack(ARGV))\n")
+	releaseManyScript = redis.NewScript(readersSrc + releaseSrc + `local res = {}
+for i = 1, #KEYS / 6 do
+  local a = 3 * i - 1
+  res[i] = try(release, 6 * i - 5, ARGV[a], ARGV[1], ARGV[a + 1], ARGV[a + 2])
+end
+return res
+`)
 	inspectScript = redis.NewScript(readersSrc + inspectSrc)
 )
 
@@ -150,6 +164,11 @@ var (
 // keysOf returns the keys of key with the suffixes parts, as slices of
 // one string: one allocation for all of them.
 func (s *Store) keysOf(key string, parts []string) []string {
+	return s.appendKeys(make([]string, 0, len(parts)), key, parts)
+}
+
+// appendKeys appends the keys of key with the suffixes parts to dst.
+func (s *Store) appendKeys(dst []string, key string, parts []string) []string {
 	esc := escaper.Replace(key)
 	lk := len(s.prefix) + len(esc) + 2 // the length of leaseKey(key)
 	n := 0
@@ -165,11 +184,11 @@ func (s *Store) keysOf(key string, parts []string) []string {
 		b.WriteByte('}')
 		b.WriteString(part)
 	}
-	all, keys := b.String(), make([]string, len(parts))
-	for i, part := range parts {
-		keys[i], all = all[:lk+len(part)], all[lk+len(part):]
+	all := b.String()
+	for _, part := range parts {
+		dst, all = append(dst, all[:lk+len(part)]), all[lk+len(part):]
 	}
-	return keys
+	return dst
 }
 
 // renewKeys returns the lease, readers, reader holder and tombstone keys of
@@ -190,9 +209,9 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 	return s.granted(r, v, err)
 }
 
-// AcquireMany sends one EVALSHA of acquire.lua per request in one pipeline:
-// one round trip on a single node (a Cluster client splits it by node).
-// With WithReplicaAck it acquires one request at a time.
+// AcquireMany acquires up to chunk requests per EVALSHA, all in one
+// pipeline (see batch). With WithReplicaAck it acquires one request at a
+// time.
 func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.Grant, []error) {
 	gs, errs := make([]driver.Grant, len(rs)), make([]error, len(rs))
 	if s.ack.n > 0 {
@@ -207,13 +226,20 @@ func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.
 			send = append(send, i)
 		}
 	}
-	cmds := s.pipelined(ctx, acquireScript, len(send), func(pipe redis.Pipeliner, j int) *redis.Cmd {
-		r := rs[send[j]]
-		return acquireScript.EvalSha(ctx, pipe, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
+	vs, verrs := s.batch(ctx, len(send), batchScripts{
+		one: acquireScript, many: acquireManyScript, keys: len(acquireParts), args: 5,
+		common: func() []any { return []any{s.maxWaitersArg, s.waiterID()} },
+		add: func(keys []string, args []any, j int) ([]string, []any) {
+			r := rs[send[j]]
+			return s.appendKeys(keys, r.Key, acquireParts), append(args, r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, r.Shared)
+		},
+		send: func(pipe redis.Pipeliner, j int) *redis.Cmd {
+			r := rs[send[j]]
+			return acquireScript.EvalSha(ctx, pipe, s.keysOf(r.Key, acquireParts), s.acquireArgs(r)...)
+		},
 	})
-	for j, c := range cmds {
-		i := send[j]
-		gs[i], errs[i] = s.granted(rs[i], c.Val(), c.Err())
+	for j, i := range send {
+		gs[i], errs[i] = s.granted(rs[i], vs[j], verrs[j])
 	}
 	return gs, errs
 }
@@ -228,11 +254,16 @@ func checkKey(key string) error {
 
 // acquireArgs returns acquire.lua's arguments for r.
 func (s *Store) acquireArgs(r driver.Request) []any {
-	id := any("") // a release wakes a waiter on its store's own channel if it listens
+	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaitersArg, s.waiterID(), r.Shared}
+}
+
+// waiterID is the id a waiter is queued with: a release wakes a waiter on
+// its store's own channel if the store listens, else on the namespace's.
+func (s *Store) waiterID() any {
 	if s.listening.Load() > 0 {
-		id = s.idArg
+		return s.idArg
 	}
-	return []any{r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, s.maxWaitersArg, id, r.Shared}
+	return ""
 }
 
 // granted reads acquire.lua's reply v (or err) for r.
@@ -263,11 +294,8 @@ func (s *Store) Renew(ctx context.Context, r driver.Request) error {
 	return result("renew", r.Key, v, err)
 }
 
-// RenewMany renews up to renewChunk leases per EVALSHA, all in one
-// pipeline: one round trip. A Cluster or Ring client (a script may not span
-// slots), or a server refusing keys of several slots (CROSSSLOT), sends one
-// EVALSHA per lease instead, still in one pipeline (per node). With
-// WithReplicaAck it renews one request at a time.
+// RenewMany renews up to chunk leases per EVALSHA, all in one pipeline
+// (see batch). With WithReplicaAck it renews one request at a time.
 func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
 	if s.ack.n > 0 {
@@ -276,55 +304,92 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 		}
 		return errs
 	}
-	var each []int // the requests to renew by an EVALSHA each
-	if _, one := s.client.(*redis.Client); !one {
-		each = make([]int, len(rs))
-		for i := range each {
-			each[i] = i
-		}
-	} else {
-		chunk := func(j int) []driver.Request { return rs[j*renewChunk : min(len(rs), (j+1)*renewChunk)] }
-		cmds := s.pipelined(ctx, renewManyScript, (len(rs)+renewChunk-1)/renewChunk, func(pipe redis.Pipeliner, j int) *redis.Cmd {
-			keys, args := make([]string, 0, 4*renewChunk), make([]any, 0, 3*renewChunk)
-			for _, r := range chunk(j) {
-				keys = append(keys, s.renewKeys(r.Key)...)
-				args = append(args, r.Token, ttlMillis(r.TTL), r.Shared)
-			}
-			return renewManyScript.EvalSha(ctx, pipe, keys, args...)
-		})
-		for j, c := range cmds {
-			vs, _ := c.Val().([]any)
-			for k, r := range chunk(j) {
-				i, v, err := j*renewChunk+k, any(nil), c.Err()
-				switch {
-				case redis.HasErrorPrefix(err, "CROSSSLOT"):
-					each = append(each, i)
-					continue
-				case err != nil: // the chunk's
-				case len(vs) != len(chunk(j)):
-					err = fmt.Errorf("unexpected script reply %v", c.Val())
-				default:
-					v = vs[k]
-					err, _ = v.(error)
-				}
-				errs[i] = result("renew", r.Key, v, err)
-			}
-		}
-	}
-	cmds := s.pipelined(ctx, renewScript, len(each), func(pipe redis.Pipeliner, j int) *redis.Cmd {
-		r := rs[each[j]]
-		return renewScript.EvalSha(ctx, pipe, s.renewKeys(r.Key), r.Token, ttlMillis(r.TTL), r.Shared)
+	vs, verrs := s.batch(ctx, len(rs), batchScripts{
+		one: renewScript, many: renewManyScript, keys: len(renewParts), args: 3,
+		add: func(keys []string, args []any, i int) ([]string, []any) {
+			return s.appendKeys(keys, rs[i].Key, renewParts), append(args, rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
+		},
+		send: func(pipe redis.Pipeliner, i int) *redis.Cmd {
+			return renewScript.EvalSha(ctx, pipe, s.renewKeys(rs[i].Key), rs[i].Token, ttlMillis(rs[i].TTL), rs[i].Shared)
+		},
 	})
-	for j, c := range cmds {
-		errs[each[j]] = result("renew", rs[each[j]].Key, c.Val(), c.Err())
+	for i, r := range rs {
+		errs[i] = result("renew", r.Key, vs[i], verrs[i])
 	}
 	return errs
 }
 
-// renewChunk is the most leases one EVALSHA of RenewMany renews: Redis
-// runs one script at a time, so a chunk delays other clients' commands
-// (1-7 ms on a loaded 2-core machine).
-const renewChunk = 1000
+// chunk is the most requests one EVALSHA of a batch runs: Redis runs one
+// script at a time, so a chunk delays other clients' commands (1-7 ms for
+// 1,000 renewals on a loaded 2-core machine).
+const chunk = 1000
+
+// batchScripts says how batch sends a batch's requests: each by script one
+// (send), or up to chunk of them by script many, whose arguments are
+// common's (if any), then each request's keys and args arguments (add), and
+// whose reply holds one reply of one per request.
+type batchScripts struct {
+	one, many  *redis.Script
+	keys, args int // per request, in many
+	common     func() []any
+	add        func(keys []string, args []any, i int) ([]string, []any)
+	send       func(pipe redis.Pipeliner, i int) *redis.Cmd
+}
+
+// batch sends requests 0..n-1 in one pipeline and returns each one's reply
+// and error. On a single node, one EVALSHA of b.many runs up to chunk
+// requests: Redis dispatches one command and calls one script for them
+// all. A Cluster or Ring client (a script may not span slots), or a server
+// refusing keys of several slots (CROSSSLOT), sends one EVALSHA of b.one
+// per request instead, still in one pipeline (per node).
+func (s *Store) batch(ctx context.Context, n int, b batchScripts) ([]any, []error) {
+	vs, errs := make([]any, n), make([]error, n)
+	var each []int // the requests to send by an EVALSHA each
+	if _, node := s.client.(*redis.Client); !node {
+		each = make([]int, n)
+		for i := range each {
+			each[i] = i
+		}
+	} else {
+		bounds := func(j int) (int, int) { return j * chunk, min(n, (j+1)*chunk) }
+		cmds := s.pipelined(ctx, b.many, (n+chunk-1)/chunk, func(pipe redis.Pipeliner, j int) *redis.Cmd {
+			lo, hi := bounds(j)
+			keys, args := make([]string, 0, b.keys*(hi-lo)), make([]any, 0, b.args*(hi-lo)+2) // 2: common's
+			if b.common != nil {
+				args = append(args, b.common()...)
+			}
+			for i := lo; i < hi; i++ {
+				keys, args = b.add(keys, args, i)
+			}
+			return b.many.EvalSha(ctx, pipe, keys, args...)
+		})
+		for j, c := range cmds {
+			lo, hi := bounds(j)
+			err := c.Err()
+			if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
+				for i := lo; i < hi; i++ {
+					each = append(each, i)
+				}
+				continue
+			}
+			rs, _ := c.Val().([]any)
+			if err == nil && len(rs) != hi-lo {
+				err = fmt.Errorf("unexpected script reply %v", c.Val())
+			}
+			for i := lo; i < hi; i++ {
+				if errs[i] = err; err == nil {
+					vs[i] = rs[i-lo]
+					errs[i], _ = vs[i].(error)
+				}
+			}
+		}
+	}
+	cmds := s.pipelined(ctx, b.one, len(each), func(pipe redis.Pipeliner, j int) *redis.Cmd { return b.send(pipe, each[j]) })
+	for j, c := range cmds {
+		vs[each[j]], errs[each[j]] = c.Val(), c.Err()
+	}
+	return vs, errs
+}
 
 // pipelined sends send(pipe, i) for each i < n in one pipeline. If Redis
 // lost script (an empty script cache), it loads it and sends again the
@@ -364,8 +429,9 @@ func (s *Store) Release(ctx context.Context, r driver.Request) error {
 	return result("release", r.Key, v, err)
 }
 
-// ReleaseMany sends one EVALSHA of release.lua per request in one pipeline,
-// as AcquireMany does.
+// ReleaseMany releases up to chunk requests per EVALSHA, all in one
+// pipeline (see batch). With WithReplicaAck it releases one request at a
+// time.
 func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 	errs := make([]error, len(rs))
 	if s.ack.n > 0 {
@@ -374,11 +440,18 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		}
 		return errs
 	}
-	cmds := s.pipelined(ctx, releaseScript, len(rs), func(pipe redis.Pipeliner, i int) *redis.Cmd {
-		return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
+	vs, verrs := s.batch(ctx, len(rs), batchScripts{
+		one: releaseScript, many: releaseManyScript, keys: len(releaseParts), args: 3,
+		common: func() []any { return []any{s.channelArg} },
+		add: func(keys []string, args []any, i int) ([]string, []any) {
+			return s.appendKeys(keys, rs[i].Key, releaseParts), append(args, rs[i].Token, rs[i].Key, rs[i].Shared)
+		},
+		send: func(pipe redis.Pipeliner, i int) *redis.Cmd {
+			return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
+		},
 	})
-	for i, c := range cmds {
-		errs[i] = result("release", rs[i].Key, c.Val(), c.Err())
+	for i, r := range rs {
+		errs[i] = result("release", r.Key, vs[i], verrs[i])
 	}
 	return errs
 }
