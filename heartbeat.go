@@ -162,7 +162,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 		// not fail whole (and its retry, with less time, fail again): a
 		// batch may run until half an interval before the earliest
 		// deadline, time enough for one retry if it hangs.
-		c.renewBatch(sent, due, max(timeout, left-interval/2))
+		c.renewBatch(sent, due, max(timeout, left-interval/2), interval)
 		return
 	}
 	// One call per lease, by a few workers: a round can hold thousands.
@@ -186,7 +186,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 // time; each call's leases are renewed as soon as it returns, so a round too
 // slow for its limit fails only the calls it cut short (docs/design.md,
 // "Slow rounds").
-func (c *Client) renewBatch(sent time.Time, due []*Lease, limit time.Duration) {
+func (c *Client) renewBatch(sent time.Time, due []*Lease, limit, interval time.Duration) {
 	c.mu.Lock()
 	piece := c.piece
 	c.mu.Unlock()
@@ -208,12 +208,12 @@ func (c *Client) renewBatch(sent time.Time, due []*Lease, limit time.Duration) {
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
 				start := time.Now()
 				errs := c.batch.RenewMany(ctx, reqs)
-				took, cut := time.Since(start), ctx.Err() != nil
+				took := time.Since(start)
 				cancel()
 				if len(errs) != len(reqs) {
 					errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
 				}
-				c.resize(piece, len(ls), len(due), took, cut, limit)
+				c.resize(piece, len(ls), len(due), took, interval)
 				c.renewed(sent, ls, errs)
 			}
 		})
@@ -221,20 +221,21 @@ func (c *Client) renewBatch(sent time.Time, due []*Lease, limit time.Duration) {
 }
 
 // resize sets the size of the next rounds' calls from a call of k leases,
-// in a round of n sent in calls of piece (0: one call), that took took of
-// its limit or was cut short by it. A slow call (over half its limit)
-// bounds the calls to the leases it would renew in a quarter of the limit;
-// a fast one (under an eighth) doubles them back, until a round is one call.
-func (c *Client) resize(piece, k, n int, took time.Duration, cut bool, limit time.Duration) {
+// in a round of n sent in calls of piece (0: one call), that took took. A
+// call slower than half a renew interval bounds the calls to the leases it
+// would renew in a quarter of one; a call under a quarter doubles them back
+// (twice its size should still take under half), until a round is one call. The interval, not the call's limit, is the
+// measure: a retry close to the deadline has little time whatever its size.
+func (c *Client) resize(piece, k, n int, took, interval time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case cut || took > limit/2:
-		fit := max(int(float64(k)*float64(limit)/float64(4*max(took, time.Millisecond))), minPiece)
+	case took > interval/2:
+		fit := max(int(float64(k)*float64(interval)/float64(4*took)), minPiece)
 		if c.piece == 0 || fit < c.piece {
 			c.piece = fit
 		}
-	case took < limit/8 && piece > 0 && c.piece == piece: // once per round
+	case took < interval/4 && piece > 0 && c.piece == piece: // once per round
 		if c.piece *= 2; c.piece >= n {
 			c.piece = 0
 		}
@@ -246,8 +247,10 @@ func (c *Client) resize(piece, k, n int, took time.Duration, cut bool, limit tim
 // still return one after another, not all at the limit.
 const pieceWorkers = 2
 
-// minPiece is the smallest call resize asks for.
-const minPiece = 256
+// minPiece is the smallest call resize asks for: under load a call has a
+// fixed cost (PostgreSQL: about 0.1 s waiting for a pooled connection), which
+// smaller calls would pay for too few leases.
+const minPiece = 1000
 
 // renewWorkers bounds the concurrent Renew calls of one round with a store
 // that cannot batch.

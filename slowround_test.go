@@ -128,7 +128,7 @@ func (s *sizedRounds) waitCall(t *testing.T, after int, what string, ok func(int
 func TestSlowingBatchRoundsSplit(t *testing.T) {
 	// TTL 3 s, interval 1 s: a round sent an interval after the last may
 	// take 1.5 s (half an interval before the deadline).
-	const n, limit = 2000, 1500 * time.Millisecond
+	const n, limit = 4000, 1500 * time.Millisecond
 	st := &sizedRounds{Store: memlease.New()}
 	defer st.Close()
 	c, err := lease.New(st, lease.WithTTL(3*time.Second), lease.WithRenewInterval(time.Second), lease.WithDriftMargin(time.Millisecond))
