@@ -224,8 +224,9 @@ func (c *Client) renewBatch(sent time.Time, due []*Lease, limit, interval time.D
 // in a round of n sent in calls of piece (0: one call), that took took. A
 // call slower than half a renew interval bounds the calls to the leases it
 // would renew in a quarter of one; a call under a quarter doubles them back
-// (twice its size should still take under half), until a round is one call. The interval, not the call's limit, is the
-// measure: a retry close to the deadline has little time whatever its size.
+// (twice its size should still take under half), until a round is one call.
+// The interval, not the call's limit, is the measure: a retry close to the
+// deadline has little time whatever its size.
 func (c *Client) resize(piece, k, n int, took, interval time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
