@@ -48,6 +48,7 @@ type Client struct {
 	wg       sync.WaitGroup          // every goroutine the Client starts
 	wakeAt   time.Time               // when the heartbeat plans to wake
 	waits    map[*WaitState]struct{} // the acquisitions waiting now (Snapshot)
+	piece    int                     // the most leases per RenewMany call; 0: a round is one call
 	recent   eventRing
 
 	emitMu sync.Mutex // keeps observer events in the order decided under mu

@@ -162,20 +162,7 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 		// not fail whole (and its retry, with less time, fail again): a
 		// batch may run until half an interval before the earliest
 		// deadline, time enough for one retry if it hangs.
-		timeout = max(timeout, left-interval/2)
-		reqs := make([]driver.Request, len(due))
-		for i, l := range due {
-			reqs[i] = l.req
-		}
-		c.spawn(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			errs := c.batch.RenewMany(ctx, reqs)
-			if len(errs) != len(reqs) {
-				errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
-			}
-			c.renewed(sent, due, errs)
-		})
+		c.renewBatch(sent, due, max(timeout, left-interval/2), interval)
 		return
 	}
 	// One call per lease, by a few workers: a round can hold thousands.
@@ -193,6 +180,78 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 		})
 	}
 }
+
+// renewBatch renews due in one RenewMany call, or, while the store is slow,
+// in calls of at most c.piece leases, most urgent first, pieceWorkers at a
+// time; each call's leases are renewed as soon as it returns, so a round too
+// slow for its limit fails only the calls it cut short (docs/design.md,
+// "Slow rounds").
+func (c *Client) renewBatch(sent time.Time, due []*Lease, limit, interval time.Duration) {
+	c.mu.Lock()
+	piece := c.piece
+	c.mu.Unlock()
+	size := len(due)
+	if piece > 0 {
+		size = min(size, piece)
+	}
+	calls := slices.Collect(slices.Chunk(due, size))
+	deadline := time.Now().Add(limit)
+	var next atomic.Int64
+	for range min(len(calls), pieceWorkers) {
+		c.spawn(func() {
+			for i := int(next.Add(1) - 1); i < len(calls); i = int(next.Add(1) - 1) {
+				ls := calls[i]
+				reqs := make([]driver.Request, len(ls))
+				for j, l := range ls {
+					reqs[j] = l.req
+				}
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				start := time.Now()
+				errs := c.batch.RenewMany(ctx, reqs)
+				took := time.Since(start)
+				cancel()
+				if len(errs) != len(reqs) {
+					errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
+				}
+				c.resize(piece, len(ls), len(due), took, interval)
+				c.renewed(sent, ls, errs)
+			}
+		})
+	}
+}
+
+// resize sets the size of the next rounds' calls from a call of k leases,
+// in a round of n sent in calls of piece (0: one call), that took took. A
+// call slower than half a renew interval bounds the calls to the leases it
+// would renew in a quarter of one; a call under a quarter doubles them back
+// (twice its size should still take under half), until a round is one call.
+// The interval, not the call's limit, is the measure: a retry close to the
+// deadline has little time whatever its size.
+func (c *Client) resize(piece, k, n int, took, interval time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case took > interval/2:
+		fit := max(int(float64(k)*float64(interval)/float64(4*took)), minPiece)
+		if c.piece == 0 || fit < c.piece {
+			c.piece = fit
+		}
+	case took < interval/4 && piece > 0 && c.piece == piece: // once per round
+		if c.piece *= 2; c.piece >= n {
+			c.piece = 0
+		}
+	}
+}
+
+// pieceWorkers bounds the concurrent calls of a round split by resize: more
+// than one keeps a server with idle cores busy, few enough that the calls
+// still return one after another, not all at the limit.
+const pieceWorkers = 2
+
+// minPiece is the smallest call resize asks for: under load a call has a
+// fixed cost (PostgreSQL: about 0.1 s waiting for a pooled connection), which
+// smaller calls would pay for too few leases.
+const minPiece = 1000
 
 // renewWorkers bounds the concurrent Renew calls of one round with a store
 // that cannot batch.

@@ -5,6 +5,8 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,4 +76,90 @@ func TestSlowBatchRoundKeepsLeases(t *testing.T) {
 		t.Fatalf("%d slow rounds completed in 30 s (%d cut short)", st.ok.Load(), st.cut.Load())
 	}
 	t.Logf("%d slow rounds completed, %d cut short", st.ok.Load(), st.cut.Load())
+}
+
+// sizedRounds is a batching store whose RenewMany takes perLease for each
+// lease it renews (or until its context ends), and records each call's size.
+type sizedRounds struct {
+	*memlease.Store
+	perLease atomic.Int64 // nanoseconds
+
+	mu    sync.Mutex
+	sizes []int // of the calls that renewed more than one lease
+}
+
+func (s *sizedRounds) RenewMany(ctx context.Context, rs []driver.Request) []error {
+	if len(rs) > 1 {
+		s.mu.Lock()
+		s.sizes = append(s.sizes, len(rs))
+		s.mu.Unlock()
+	}
+	select {
+	case <-time.After(time.Duration(s.perLease.Load()) * time.Duration(len(rs))):
+		return s.Store.RenewMany(ctx, rs)
+	case <-ctx.Done():
+		return slices.Repeat([]error{ctx.Err()}, len(rs))
+	}
+}
+
+// waitCall waits up to 20 s for a call, after the first `after`, whose size
+// ok accepts, and returns how many calls there were then.
+func (s *sizedRounds) waitCall(t *testing.T, after int, what string, ok func(int) bool) int {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		sizes := s.sizes[after:]
+		n := len(s.sizes)
+		s.mu.Unlock()
+		if slices.ContainsFunc(sizes, ok) {
+			return n
+		}
+	}
+	t.Fatalf("no %s in 20 s; call sizes %v", what, s.sizes[after:])
+	return 0
+}
+
+// TestSlowingBatchRoundsSplit: as a store slows down, a round that takes more
+// than half its time limit makes the next rounds go out in smaller calls,
+// so that a round too slow for its limit as one call (here 1.1 times it)
+// still renews every lease; once the store is fast again, rounds are one
+// call again. As one call, every round failed whole and its retry, with
+// less time, failed too: every lease was lost.
+func TestSlowingBatchRoundsSplit(t *testing.T) {
+	// TTL 3 s, interval 1 s: a round sent an interval after the last may
+	// take 1.5 s (half an interval before the deadline).
+	const n, limit = 4000, 1500 * time.Millisecond
+	st := &sizedRounds{Store: memlease.New()}
+	defer st.Close()
+	c, err := lease.New(st, lease.WithTTL(3*time.Second), lease.WithRenewInterval(time.Second), lease.WithDriftMargin(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ls := make([]*lease.Lease, n)
+	for i := range ls {
+		if ls[i], err = c.TryAcquire(context.Background(), fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := func(size int) bool { return size == n }
+	calls := st.waitCall(t, 0, "round of one call", whole)
+	slow := func(f float64) { st.perLease.Store(int64(f * float64(limit) / n)) }
+
+	slow(0.7) // slow, within the limit
+	calls = st.waitCall(t, calls, "round in smaller calls", func(size int) bool { return size < n })
+	slow(1.1) // as one call, past the limit
+	time.Sleep(4 * time.Second)
+	for _, l := range ls {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%s lost while one call would take 1.1 times the limit: %v", l.Key(), err)
+		}
+	}
+	slow(0) // fast again
+	st.waitCall(t, calls, "round of one call after the store sped up", whole)
+	for _, l := range ls {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%s lost: %v", l.Key(), err)
+		}
+	}
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -69,13 +70,76 @@ func (c countingBatch) RenewMany(ctx context.Context, rs []driver.Request) []err
 	return errs
 }
 
-// countStore wraps st; the returned driver.Store is a BatchRenewer iff st is.
-func countStore(st driver.Store) (driver.Store, *countingStore) {
-	c := &countingStore{Store: st}
-	if _, ok := st.(driver.BatchRenewer); ok {
-		return countingBatch{c}, c
+// The optional interfaces of the heartbeat scenario's stores besides
+// BatchRenewer: every one announces, lists and breaks; the stores that batch
+// renewals on a network also batch acquisitions and releases.
+type (
+	extras interface {
+		driver.Notifier
+		driver.Lister
+		driver.Breaker
 	}
-	return c, c
+	batchExtras interface {
+		extras
+		driver.BatchAcquirer
+		driver.BatchReleaser
+	}
+	countingExtras struct {
+		countingBatch
+		extras
+	}
+	countingBatchExtras struct {
+		countingBatch
+		batchExtras
+	}
+)
+
+// countStore wraps st in a store that counts its renewals and has exactly
+// st's optional interfaces: a wrapper that hid BatchAcquirer made 100,000
+// acquisitions single calls, which a real Client never sends.
+func countStore(st driver.Store) (driver.Store, *countingStore, error) {
+	c := &countingStore{Store: st}
+	var w driver.Store = c
+	if _, ok := st.(driver.BatchRenewer); ok {
+		switch s := st.(type) {
+		case batchExtras:
+			w = countingBatchExtras{countingBatch{c}, s}
+		case extras:
+			w = countingExtras{countingBatch{c}, s}
+		default:
+			w = countingBatch{c}
+		}
+	}
+	if got, want := optionals(w), optionals(st); got != want {
+		return nil, nil, fmt.Errorf("no counting wrapper for a %T: it would have the optional interfaces %s, not %s", st, got, want)
+	}
+	return w, c, nil
+}
+
+// optionals names the optional driver interfaces st implements.
+func optionals(st driver.Store) string {
+	var names []string
+	for _, o := range []struct {
+		name string
+		ok   bool
+	}{
+		{"BatchRenewer", is[driver.BatchRenewer](st)},
+		{"BatchAcquirer", is[driver.BatchAcquirer](st)},
+		{"BatchReleaser", is[driver.BatchReleaser](st)},
+		{"Notifier", is[driver.Notifier](st)},
+		{"Lister", is[driver.Lister](st)},
+		{"Breaker", is[driver.Breaker](st)},
+	} {
+		if o.ok {
+			names = append(names, o.name)
+		}
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+func is[T any](v any) bool {
+	_, ok := v.(T)
+	return ok
 }
 
 // wire counts round trips and messages sent on the wire by a store's

@@ -86,7 +86,10 @@ func heartbeatMeasure(env *Env, scenario, store string, n int, dur time.Duration
 	}
 	defer cleanup()
 	defer func() { _ = st.Close() }()
-	cst, cnt := countStore(st)
+	cst, cnt, err := countStore(st)
+	if err != nil {
+		return r, err
+	}
 	var lost, failed atomic.Int64
 	obs := lease.ObserverFunc(func(e lease.Event) {
 		switch e.Kind {
