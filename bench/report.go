@@ -792,7 +792,8 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 					f1(counterF(r, "leases_renewed_per_interval")), fp(r.RoundTripsPerInterval), f1(counterF(r, "lost_total")), f1(counterF(r, "renew_failures_total")), f1(counterF(r, "lost_during_window")),
 					fp(r.BytesPerLease), f1(counterF(r, "heap_inuse_bytes_per_lease")), int(counterF(r, "goroutines_after")))
 				if counterF(r, "lost_total") > counterF(r, "lost_during_window") {
-					why += " The others were lost while the leases were acquired (32 goroutines, one acquisition per call, beside the renewal rounds on the same connections): a round then took up to its bound, and one past it failed whole."
+					why += fmt.Sprintf(" %s were lost before the window, while the leases were acquired (32 goroutines, their acquisitions coalesced, beside the renewal rounds on the same connections): the store renewed fewer leases per interval than the client held, and a call past its time limit fails all its leases (docs/design.md, \"Slow rounds\").",
+						f1(counterF(r, "lost_total")-counterF(r, "lost_during_window")))
 				}
 			}
 		case vd.store == "file" && strings.HasPrefix(vd.target, "(4)"):
