@@ -222,16 +222,17 @@ func (c *Client) renewBatch(sent time.Time, due []*Lease, limit, interval time.D
 
 // resize sets the size of the next rounds' calls from a call of k leases,
 // in a round of n sent in calls of piece (0: one call), that took took. A
-// call slower than half a renew interval bounds the calls to the leases it
-// would renew in a quarter of one; a call under a quarter doubles them back
-// (twice its size should still take under half), until a round is one call.
-// The interval, not the call's limit, is the measure: a retry close to the
-// deadline has little time whatever its size.
+// call slower than a renew interval (two thirds of a round's usual limit,
+// one and a half intervals at the default TTL) bounds the calls to the
+// leases it would renew in a quarter of one; a call under a quarter doubles
+// them back, until a round is one call. The interval, not the call's
+// limit, is the measure: a retry close to the deadline has little time
+// whatever its size.
 func (c *Client) resize(piece, k, n int, took, interval time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case took > interval/2:
+	case took > interval:
 		fit := max(int(float64(k)*float64(interval)/float64(4*took)), minPiece)
 		if c.piece == 0 || fit < c.piece {
 			c.piece = fit

@@ -146,7 +146,7 @@ func TestSlowingBatchRoundsSplit(t *testing.T) {
 	calls := st.waitCall(t, 0, "round of one call", whole)
 	slow := func(f float64) { st.perLease.Store(int64(f * float64(limit) / n)) }
 
-	slow(0.7) // slow, within the limit
+	slow(0.8) // slow (1.2 intervals), within the limit
 	calls = st.waitCall(t, calls, "round in smaller calls", func(size int) bool { return size < n })
 	slow(1.1) // as one call, past the limit
 	time.Sleep(4 * time.Second)
