@@ -125,8 +125,17 @@ func (r *runner) inject(ctx context.Context, kind string) bool {
 		if w == nil {
 			return false
 		}
-		at := time.Now().UnixNano()
-		k, err := r.forceRelease(ctx)
+		// A store's Break may refuse when a renewal changed the key
+		// meanwhile (NATS: a compare-and-set): try up to three times.
+		var at int64
+		var k lease.KeyInfo
+		var err error
+		for try := 0; try < 3 && ctx.Err() == nil; try++ {
+			at = time.Now().UnixNano()
+			if k, err = r.forceRelease(ctx); err == nil && len(k.Holders) > 0 {
+				break
+			}
+		}
 		if err != nil || len(k.Holders) == 0 {
 			r.log("verify: forced release of worker %d's lease (fence %d): %v, %d holders", id, fence, err, len(k.Holders))
 			return false
