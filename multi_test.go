@@ -86,7 +86,18 @@ func TestAcquireAllNone(t *testing.T) {
 	// Two heartbeats, the end of waiting while holding a, and the wait.
 	until(t, "AcquireAll waiting for b, holding a", func() bool { return f.clk.Timers() >= 4 && held() })
 	f.clk.Advance(lease.DefaultTTL / 3) // the longest it holds a idle
-	until(t, "AcquireAll waiting for b, holding nothing", func() bool { return !held() })
+	since := f.clk.Now()
+	// Released a, and waiting anew for b, refused once: a cancel before
+	// that refusal would end the wait without the ErrHeld wanted below.
+	waitingB := func() bool {
+		for _, w := range f.c.Snapshot().Waiters {
+			if w.Key == "b" && w.HeldBy != "" && !w.Since.Before(since) {
+				return true
+			}
+		}
+		return false
+	}
+	until(t, "AcquireAll waiting for b, holding nothing", func() bool { return !held() && waitingB() })
 	cancel()
 	if err := <-done; !errors.Is(err, lease.ErrHeld) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("AcquireAll = %v, want ErrHeld and context.Canceled", err)
