@@ -167,15 +167,22 @@ func (c *Client) renew(sent time.Time, due []*Lease) {
 	}
 	// One call per lease, by a few workers: a round can hold thousands.
 	deadline := time.Now().Add(timeout)
+	c.spawnEach(len(due), renewWorkers, func(i int) {
+		l := due[i]
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := c.store.Renew(ctx, l.req)
+		cancel()
+		c.renewed(sent, []*Lease{l}, []error{err})
+	})
+}
+
+// spawnEach runs f(0) to f(n-1) on at most workers goroutines of c.
+func (c *Client) spawnEach(n, workers int, f func(i int)) {
 	var next atomic.Int64
-	for range min(len(due), renewWorkers) {
+	for range min(n, workers) {
 		c.spawn(func() {
-			for i := int(next.Add(1) - 1); i < len(due); i = int(next.Add(1) - 1) {
-				l := due[i]
-				ctx, cancel := context.WithDeadline(context.Background(), deadline)
-				err := c.store.Renew(ctx, l.req)
-				cancel()
-				c.renewed(sent, []*Lease{l}, []error{err})
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
 			}
 		})
 	}
@@ -196,28 +203,23 @@ func (c *Client) renewBatch(sent time.Time, due []*Lease, limit, interval time.D
 	}
 	calls := slices.Collect(slices.Chunk(due, size))
 	deadline := time.Now().Add(limit)
-	var next atomic.Int64
-	for range min(len(calls), pieceWorkers) {
-		c.spawn(func() {
-			for i := int(next.Add(1) - 1); i < len(calls); i = int(next.Add(1) - 1) {
-				ls := calls[i]
-				reqs := make([]driver.Request, len(ls))
-				for j, l := range ls {
-					reqs[j] = l.req
-				}
-				ctx, cancel := context.WithDeadline(context.Background(), deadline)
-				start := time.Now()
-				errs := c.batch.RenewMany(ctx, reqs)
-				took := time.Since(start)
-				cancel()
-				if len(errs) != len(reqs) {
-					errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
-				}
-				c.resize(piece, len(ls), len(due), took, interval)
-				c.renewed(sent, ls, errs)
-			}
-		})
-	}
+	c.spawnEach(len(calls), pieceWorkers, func(i int) {
+		ls := calls[i]
+		reqs := make([]driver.Request, len(ls))
+		for j, l := range ls {
+			reqs[j] = l.req
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		start := time.Now()
+		errs := c.batch.RenewMany(ctx, reqs)
+		took := time.Since(start)
+		cancel()
+		if len(errs) != len(reqs) {
+			errs = slices.Repeat([]error{errors.New("lease: store's RenewMany returned the wrong number of results")}, len(reqs))
+		}
+		c.resize(piece, len(ls), len(due), took, interval)
+		c.renewed(sent, ls, errs)
+	})
 }
 
 // resize sets the size of the next rounds' calls from a call of k leases,
