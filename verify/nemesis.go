@@ -39,15 +39,26 @@ func (r *runner) nemesis(ctx context.Context, rep *Report) {
 	if !waitFor(ctx, 2*ttl) {
 		return
 	}
-	for i := 0; ; i++ {
+	// A fault that found nothing to hit (no holder within 2 TTLs, on a
+	// loaded machine) is tried again soon, twice at most, before the
+	// next: a short run has room for each only once or twice.
+	for i, missed := 0, 0; ; {
 		if len(faults) == 0 {
 			<-ctx.Done()
 			return
 		}
 		kind := faults[i%len(faults)]
-		if r.inject(ctx, kind) {
-			rep.Faults[kind]++
+		if !r.inject(ctx, kind) {
+			if missed++; missed == 3 {
+				i, missed = i+1, 0
+			}
+			if !waitFor(ctx, ttl/4) {
+				return
+			}
+			continue
 		}
+		rep.Faults[kind]++
+		i, missed = i+1, 0
 		// Recover: long enough for the lease to change hands.
 		if !waitFor(ctx, 2*ttl+time.Duration(rand.Int64N(int64(ttl)))) {
 			return
