@@ -57,9 +57,11 @@ func TestBreakTombstones(t *testing.T) {
 // break, not a release.
 func TestWatchBrokenAdvisory(t *testing.T) {
 	pool := sharedPool(t)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, 60*time.Second)
 	ns := namespace(t)
-	holder := newClient(t, storeNS(t, pool, pglease.ModeAdvisory, ns), lease.WithTTL(3*time.Second))
+	// 6 s: the tombstone lives until the evicted hold would have expired,
+	// and the watcher must list it before then, on a loaded machine too.
+	holder := newClient(t, storeNS(t, pool, pglease.ModeAdvisory, ns), lease.WithTTL(6*time.Second))
 	ops := newClient(t, storeNS(t, pool, pglease.ModeAdvisory, ns))
 	l, err := holder.TryAcquire(ctx, "w")
 	if err != nil {
@@ -67,26 +69,55 @@ func TestWatchBrokenAdvisory(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	kinds := make(chan lease.ChangeKind, 8)
+	changes := make(chan lease.Change, 64)
 	go func() {
-		defer close(kinds)
+		defer close(changes)
 		for ch, err := range ops.Watch(wctx, "", 50*time.Millisecond) {
-			if err == nil && ch.Key == "w" {
-				kinds <- ch.Kind
+			if err == nil {
+				changes <- ch
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the first listing, which shows the holder
+	// The watcher has listed the holder of w once it reports a probe
+	// acquired after it started (a probe its first listing already showed
+	// makes no change: released, and acquired again).
+	for seen := false; !seen; {
+		p, err := holder.TryAcquire(ctx, "probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.After(2 * time.Second); !seen; {
+			select {
+			case ch := <-changes:
+				seen = ch.Key == "probe" && ch.Kind == lease.ChangeAcquired
+				if ch.Key == "w" {
+					t.Fatalf("the watcher saw %s of w before the break", ch.Kind)
+				}
+				continue
+			case <-deadline:
+			}
+			break
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := ops.ForceRelease(ctx, "w"); err != nil {
 		t.Fatalf("ForceRelease: %v", err)
 	}
-	select {
-	case k := <-kinds:
-		if k != lease.ChangeBroken {
-			t.Errorf("the watcher saw %s, want broken", k)
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case ch := <-changes:
+			if ch.Key != "w" {
+				continue
+			}
+			if ch.Kind != lease.ChangeBroken {
+				t.Errorf("the watcher saw %s, want broken", ch.Kind)
+			}
+		case <-deadline:
+			t.Fatal("the watcher saw nothing of w within 10s")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the watcher saw nothing within 5s")
+		break
 	}
 	<-l.Done()
 	if !errors.Is(l.Err(), lease.ErrBroken) {
