@@ -110,7 +110,12 @@ func (b *base) Caps() driver.Caps {
 
 const schemaSQL = `CREATE TABLE IF NOT EXISTS T (
 	ns text NOT NULL, key text NOT NULL, token text, holder text NOT NULL DEFAULT '',
-	fence bigint NOT NULL, expires_at timestamptz, pid integer, readers jsonb, broken jsonb, PRIMARY KEY (ns, key))`
+	fence bigint NOT NULL, expires_at timestamptz, pid integer, readers jsonb, broken jsonb, PRIMARY KEY (ns, key))
+	WITH (fillfactor = 50)`
+
+// fillfactorSQL leaves half of each page of a lease table made before
+// schemaSQL had it free, for renewals as heap-only updates (docs/stores.md).
+const fillfactorSQL = `ALTER TABLE T SET (fillfactor = 50)`
 
 const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
 	ns text NOT NULL, key text NOT NULL, token text NOT NULL, seq bigserial NOT NULL,
@@ -119,12 +124,14 @@ const queueSchemaSQL = `CREATE TABLE IF NOT EXISTS Q (
 // migratedSQL reports whether the queue table $1 has the index named $2,
 // the lease table $3 the index named $4, and the tables the columns added
 // since their first version (the lease table's readers and broken, the
-// queue's shared), from the catalog alone: CREATE INDEX IF NOT EXISTS or
-// ALTER TABLE would lock the table first, behind any open transaction that
-// wrote to it.
+// queue's shared); then whether the lease table has a fillfactor (any: one
+// the operator chose is kept). It reads the catalog alone: CREATE INDEX IF
+// NOT EXISTS or ALTER TABLE would lock the table first, behind any open
+// transaction that wrote to it.
 const migratedSQL = `SELECT (SELECT count(*) = 2 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE (i.indrelid, c.relname) IN (($1::regclass, $2), ($3::regclass, $4))) AND (SELECT count(*) = 3 FROM pg_attribute
-WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3::regclass, 'readers'), ($3::regclass, 'broken')))`
+WHERE NOT attisdropped AND (attrelid, attname) IN (($1::regclass, 'shared'), ($3::regclass, 'readers'), ($3::regclass, 'broken'))),
+EXISTS (SELECT FROM pg_class, unnest(reloptions) o WHERE oid = $3::regclass AND o LIKE 'fillfactor=%')`
 
 // Migrate creates the lease table, the queue table beside it and their
 // indexes, each if missing, and adds the columns of shared holds and
@@ -134,21 +141,26 @@ func (b *base) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		// Concurrent CREATE TABLE IF NOT EXISTS can fail on the catalog's
 		// unique indexes: serialise migrations of the same table ("lkmg").
-		var migrated bool
+		var migrated, filled bool
 		batch := &pgx.Batch{}
 		batch.Queue("SELECT pg_advisory_xact_lock($1, $2)", int32(0x6c6b6d67), hash32(b.table))
 		batch.Queue(b.sql(schemaSQL))
 		batch.Queue(b.sql(queueSchemaSQL))
-		batch.Queue(migratedSQL, b.queue, b.indexName, b.table, b.keysName).QueryRow(func(row pgx.Row) error { return row.Scan(&migrated) })
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil || migrated {
+		batch.Queue(migratedSQL, b.queue, b.indexName, b.table, b.keysName).QueryRow(func(row pgx.Row) error { return row.Scan(&migrated, &filled) })
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil || migrated && filled {
 			return err
 		}
 		batch = &pgx.Batch{}
-		batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS readers jsonb`))
-		batch.Queue(b.sql(`ALTER TABLE Q ADD COLUMN IF NOT EXISTS shared boolean NOT NULL DEFAULT false`))
-		batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
-		batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS broken jsonb`))
-		batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{b.keysName}.Sanitize() + ` ON T (ns, key COLLATE "C")`))
+		if !migrated {
+			batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS readers jsonb`))
+			batch.Queue(b.sql(`ALTER TABLE Q ADD COLUMN IF NOT EXISTS shared boolean NOT NULL DEFAULT false`))
+			batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS I ON Q (ns, expires_at)`))
+			batch.Queue(b.sql(`ALTER TABLE T ADD COLUMN IF NOT EXISTS broken jsonb`))
+			batch.Queue(b.sql(`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{b.keysName}.Sanitize() + ` ON T (ns, key COLLATE "C")`))
+		}
+		if !filled {
+			batch.Queue(b.sql(fillfactorSQL)) // new pages only: rewritten rows move to them
+		}
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
