@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,20 +36,21 @@ import (
 // lets a second holder in.
 var clockFaults = []string{verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift, verify.FaultClockForward}
 
-// runClock runs the harness with the store clock faults, stepping clock
-// with step, and checks that every kind was injected, that nothing unsafe
-// happened, and, with early, that a forward step let a second holder in
-// (in a second run if the first had none).
+// runClock runs the harness with the store clock faults, stepping the
+// store's clock with step (offset reads it), and checks that every kind
+// was injected, that nothing unsafe happened, and, with early, that a
+// forward step let a second holder in (in a second run if the first had
+// none).
 // The careless holder whose store clock jumps goes on writing with its
 // fence for hold renew intervals (hold/3 TTLs), after the waiters woke and
 // took the key.
-func runClock(t *testing.T, store string, ttl, least time.Duration, hold int, clock *faketime.Clock, step stepFunc, early bool) *verify.Report {
+func runClock(t *testing.T, store string, ttl, least time.Duration, hold int, offset func() time.Duration, step stepFunc, early bool) *verify.Report {
 	t.Helper()
 	for again := false; ; again = true {
 		rep := run(t, verify.Config{Store: store, TTL: ttl, Hold: hold, Duration: max(runDuration(t), least), Faults: clockFaults,
 			StepClock: step})
 		check(t, rep, verify.FaultClockForward, verify.FaultClockBack, verify.FaultClockDrift)
-		t.Logf("store clock offset at the end: %v", clock.Offset())
+		t.Logf("store clock offset at the end: %v", offset())
 		if !early || rep.EarlyGrants > 0 || t.Failed() {
 			return rep
 		}
@@ -154,7 +157,7 @@ func TestClockRedis(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	checkStep(t, stepNow(clock), func(ctx context.Context) (time.Time, error) { return c.Time(ctx).Result() }, nil)
-	runClock(t, "redis://"+addr+"/0", 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), true)
+	runClock(t, "redis://"+addr+"/0", 500*time.Millisecond, 20*time.Second, 6, clock.Offset, stepNow(clock), true)
 }
 
 // startClockRedis starts redis-server on clock, on a free loopback port,
@@ -209,7 +212,7 @@ func TestClockPostgres(t *testing.T) {
 	clock := faketime.New(t)
 	p := pgtest.StartEnv(t, clock.Env(), "fsync=off", "max_connections=200")
 	checkPGStep(t, clock, p.DSN())
-	runClock(t, p.DSN(), 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), true)
+	runClock(t, p.DSN(), 500*time.Millisecond, 20*time.Second, 6, clock.Offset, stepNow(clock), true)
 }
 
 // TestClockPostgresAdvisory: the same in advisory mode. A lease is a
@@ -222,7 +225,7 @@ func TestClockPostgresAdvisory(t *testing.T) {
 	clock := faketime.New(t)
 	p := pgtest.StartEnv(t, clock.Env(), "fsync=off", "max_connections=200")
 	checkPGStep(t, clock, p.DSN())
-	rep := runClock(t, p.DSN()+"&mode=advisory", 500*time.Millisecond, 20*time.Second, 6, clock, stepNow(clock), false)
+	rep := runClock(t, p.DSN()+"&mode=advisory", 500*time.Millisecond, 20*time.Second, 6, clock.Offset, stepNow(clock), false)
 	t.Logf("advisory mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
 }
 
@@ -266,7 +269,7 @@ func TestClockZooKeeper(t *testing.T) {
 	// drift, the recoveries), 2 s more for the steps to take effect. Hold
 	// 15 (5 s): a step takes up to 2 s to reach the server, and the
 	// careless holder it is made under has 3 s of its hold left.
-	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 40*time.Second, 15, clock, step, true)
+	runClock(t, "zk://"+addr+"?session_timeout=4s", time.Second, 40*time.Second, 15, clock.Offset, step, true)
 }
 
 // TestClockZooKeeperMonotonic: when the server's monotonic clock jumps too
@@ -291,6 +294,37 @@ func TestClockZooKeeperMonotonic(t *testing.T) {
 	}
 	t.Logf("the session (timeout %v) expired %v after a monotonic step of %v",
 		probe.timeout, time.Since(start).Round(time.Millisecond), 5*probe.timeout)
+	// Then the harness, each forward step (1.5×TTL) made four times as
+	// long, 6 s on both clocks: past the workers' 4 s sessions, which the
+	// server expires with their nodes, holders' and waiters' alike, while
+	// a holder goes on writing with its fence. Safety is required, that
+	// the workers go on acquiring after each expiry, and that a witness
+	// session of the workers' timeout, opened before each jump, expired.
+	var jumps, witnessed atomic.Int32
+	jump := func(ctx context.Context, d time.Duration) error {
+		w, err := witness(ctx, addr, 4*time.Second)
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		if err := stepSettled(clock, probe.now)(ctx, 4*d); err != nil {
+			return err
+		}
+		jumps.Add(1)
+		if err := w.waitExpired(20 * time.Second); err != nil {
+			t.Logf("after a monotonic jump of %v: %v", 4*d, err)
+			return nil
+		}
+		witnessed.Add(1)
+		return nil
+	}
+	rep := run(t, verify.Config{Store: "zk://" + addr + "?session_timeout=4s", TTL: time.Second, Hold: 6,
+		Duration: max(runDuration(t), 20*time.Second), Faults: []string{verify.FaultClockForward}, StepClock: jump})
+	t.Logf("witness sessions expired after %d of %d jumps", witnessed.Load(), jumps.Load())
+	if witnessed.Load() != jumps.Load() {
+		t.Errorf("a witness session outlived a jump of 6 s past its 4 s timeout (%d of %d expired)", witnessed.Load(), jumps.Load())
+	}
+	check(t, rep, verify.FaultClockForward)
 }
 
 // startClockZooKeeper starts a standalone ZooKeeper server with env (its
@@ -361,10 +395,11 @@ type zkProbe struct {
 	expired bool          // the session's expiry was seen
 }
 
-// dialZK opens a probe session with timeout on addr.
+// dialZK opens a probe session with timeout on addr (servers separated by
+// commas).
 func dialZK(t *testing.T, addr string, timeout time.Duration) *zkProbe {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	conn, events, err := zk.Connect(strings.Split(addr, ","), timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,6 +421,28 @@ func dialZK(t *testing.T, addr string, timeout time.Duration) *zkProbe {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// witness opens a session with timeout on addr, without a node, and
+// returns once it has one; unlike dialZK it may run off the test's
+// goroutine.
+func witness(ctx context.Context, addr string, timeout time.Duration) (*zkProbe, error) {
+	conn, events, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		return nil, err
+	}
+	p := &zkProbe{conn: conn, events: events, timeout: timeout}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-events:
+		case <-ctx.Done():
+			conn.Close()
+			return nil, fmt.Errorf("no witness session on %s: %w", addr, ctx.Err())
+		}
+	}
+	return p, nil
 }
 
 // now writes the clock node and returns its mtime.
@@ -457,7 +514,7 @@ func TestClockMariaDB(t *testing.T) {
 	// four let a second holder in before the stepped one stopped writing.
 	// So a run may see no early grant by chance: required is safety alone
 	// (docs/RELIABILITY.md gives the early grants over several runs).
-	rep := runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock, stepNow(clock), false)
+	rep := runClock(t, "mysql://"+dsn+"?mode=table", 500*time.Millisecond, 30*time.Second, 15, clock.Offset, stepNow(clock), false)
 	t.Logf("table mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
 }
 
@@ -470,7 +527,7 @@ func TestClockMariaDBGetLock(t *testing.T) {
 	t.Parallel()
 	clock := faketime.New(t)
 	dsn := startClockMariaDB(t, clock)
-	rep := runClock(t, "mysql://"+dsn+"?mode=getlock", time.Second, 35*time.Second, 6, clock, stepNow(clock), false)
+	rep := runClock(t, "mysql://"+dsn+"?mode=getlock", time.Second, 35*time.Second, 6, clock.Offset, stepNow(clock), false)
 	t.Logf("GET_LOCK mode: %d early grants of %d forward steps", rep.EarlyGrants, rep.Faults[verify.FaultClockForward])
 }
 

@@ -41,6 +41,7 @@ type Server struct {
 
 	java, cp, cfgPath, logPath string
 	wrap                       func(argv []string) []string // Options.Command
+	env                        []string                     // Options.Env
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -63,6 +64,9 @@ type Options struct {
 	// Command, if set, wraps server id's command line (e.g. to run it in
 	// a network namespace with ip netns exec).
 	Command func(id int, argv []string) []string
+	// Env, if set, returns variables added to server id's environment
+	// (e.g. its own libfaketime clock).
+	Env func(id int) []string
 }
 
 // StartWith is Start with Options.
@@ -109,6 +113,9 @@ admin.enableServer=false
 		if o.Command != nil {
 			id := i + 1
 			s.wrap = func(argv []string) []string { return o.Command(id, argv) }
+		}
+		if o.Env != nil {
+			s.env = o.Env(i + 1)
 		}
 		if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
@@ -217,6 +224,9 @@ func (s *Server) Start() error {
 		argv = s.wrap(argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
