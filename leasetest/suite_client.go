@@ -107,10 +107,12 @@ func testRace(e *env) {
 }
 
 // testFencesIncrease: successive holders, by release and by expiry, through
-// different clients, get strictly increasing fences.
+// different clients, get strictly increasing fences. The clients hold with
+// a long TTL: a renewal late on a loaded machine (a ZooKeeper ensemble in
+// CI, at 2 s) must not lose a lease between its grant and its release.
 func testFencesIncrease(e *env) {
 	s1, s2, s3 := e.store(), e.store(), e.store()
-	cs := []*lease.Client{e.client(s1), e.client(s2)}
+	cs := []*lease.Client{e.client(s1, lease.WithTTL(e.longTTL(s1))), e.client(s2, lease.WithTTL(e.longTTL(s2)))}
 	key := e.key("fences")
 	var last uint64
 	next := func(how string, f uint64) {
