@@ -1,3 +1,6 @@
+// A store whose wall clock was stepped ahead: the clock fault of Kubernetes,
+// where each store's own clock decides expiry.
+
 package k8slease_test
 
 import (
