@@ -17,18 +17,20 @@
 // prefix always ends in "/"), where esc percent-escapes '%' and '/' so that K
 // is one path segment: the namespaces "/app/" and "/app/sub/" never share a
 // lease. Its value is the holder's token, a NUL byte and the holder's
-// identity. Each acquisition has its own etcd lease with the request's TTL
-// (rounded up to whole seconds; a server whose minimum lease TTL is longer
-// makes Acquire fail with lease.ErrInvalid) and attaches the key to it, and
-// nothing else: etcd deletes the key when the holder stops renewing.
-// Release deletes the key and keeps the lease, which then carries nothing,
-// as a spare for the store's next acquisitions of that TTL (up to 1024 per
-// TTL; it revokes the rest): an acquisition takes a spare that a keep-alive
-// finds alive, else it grants a new lease. Renew keeps the key's lease alive without reading the key
+// identity. The keys one batch of acquisitions grants (see Batches) share
+// an etcd lease per TTL (rounded up to whole seconds; a server whose
+// minimum lease TTL is longer makes Acquire fail with lease.ErrInvalid),
+// and it carries nothing else: etcd deletes them when the holder stops
+// renewing. Release deletes the key; once a lease's last key is released,
+// it carries nothing and the store keeps it as a spare for its next
+// acquisitions of that TTL (up to 1024 per TTL; it revokes the rest): a
+// batch takes a spare that a keep-alive finds alive, else it grants a new
+// lease. A key whose Release failed while other keys keep its lease alive
+// is deleted by the next RenewMany. Renew keeps the key's lease alive without reading the key
 // (the store remembers the lease of each key it granted; a token it did not
 // grant is checked with one read), and [Store.RenewMany] pipelines the
 // keep-alives of many leases on one stream: one round trip per renewal
-// round. So a key deleted behind the store's back is still renewed until its
+// round, one keep-alive per etcd lease. So a key deleted behind the store's back is still renewed until its
 // holder stops: to take a lease away by hand, break it (Client.ForceRelease,
 // below) or revoke its etcd lease (etcdctl lease revoke). The fence is the revision that last put
 // the key (its creation, or a hand-off): etcd's revision is cluster-wide,
@@ -61,9 +63,8 @@
 // [Store.AcquireMany], and Acquire as the batch of one, sends up to 32
 // requests in one transaction, a nested one per request that creates the
 // key on the request's etcd lease if nobody holds, reads or awaits it, else
-// reads it; the spares for the batch are checked by one stream of
-// pipelined keep-alives, and only the shortfall is granted, one lease after
-// another (so Caps.MaxBatch keeps the Client's batches to 16 requests). A
+// reads it; the requests of a TTL share one etcd lease, a spare that a
+// keep-alive finds alive or else a new one. A
 // request refused in the transaction goes on alone from that
 // read (a retry, a queued token, a held key). [Store.ReleaseMany], and
 // Release, sends up to 32 releases, each a transaction nested in one. So with spares at hand a batch costs a
@@ -108,7 +109,9 @@
 // Prefix+esc(K)+"\x00b/"+token per evicted token, valued with its etcd
 // lease's ID, on a new etcd lease that outlives the holds by a second. Then
 // it revokes the evicted etcd leases: the evicted holder's next keep-alive
-// fails, and one read finds the tombstone (lease.ErrBroken). A Break cut
+// fails, and one read finds the tombstone (lease.ErrBroken). The keys its
+// store granted in the same batch, on the same lease, go too: their
+// renewals fail with lease.ErrNotHeld. A Break cut
 // off before its revokes leaves the evicted holder renewing an etcd lease
 // that carries nothing; breaking the key again revokes what its tombstones
 // name.

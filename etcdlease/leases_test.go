@@ -3,6 +3,7 @@
 package etcdlease_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -16,8 +17,8 @@ import (
 	"github.com/leasekit/lease/leasetest"
 )
 
-// TestEtcdLeases: each acquisition and each queue entry has its own etcd
-// lease of the TTL rounded up to seconds; a grant from the queue moves the
+// TestEtcdLeases: each lone acquisition and each queue entry has its own
+// etcd lease of the TTL rounded up to seconds; a grant from the queue moves the
 // key onto the entry's lease; Release keeps the lease, empty, for the next
 // grant of its TTL; Renew keeps the key's etcd lease alive, pipelined, and
 // notices when it is gone.
@@ -221,5 +222,91 @@ func TestSharedLayout(t *testing.T) {
 	g, err := s.Acquire(ctx, req("k", "w2", false))
 	if err != nil || g.Fence <= fences[0] || get("k\x00e/") != nil {
 		t.Errorf("writer after the readers: %+v, %v, epoch key %v; want a larger fence and the epoch's key deleted", g, err, get("k\x00e/"))
+	}
+}
+
+// TestBatchSharesLease: the keys of one batch that share a TTL share one
+// etcd lease, which one keep-alive renews; it becomes a spare only once
+// the last of them is released. A failed Release of one leaves its key to
+// the next RenewMany, which deletes it. Break revokes the lease: the
+// evicted key's neighbours in the batch are gone too.
+func TestBatchSharesLease(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	cli := newCli(t, endpoints(t))
+	prefix := testPrefix()
+	s := newStore(t, cli, prefix)
+	leaseOf := func(k string) int64 {
+		t.Helper()
+		resp, err := cli.Get(ctx, prefix+k)
+		if err != nil || len(resp.Kvs) == 0 {
+			return 0
+		}
+		return resp.Kvs[0].Lease
+	}
+	attached := func(id int64) int {
+		t.Helper()
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(id), clientv3.WithAttachedKeys())
+		if err != nil || ttl.TTL <= 0 {
+			return -1
+		}
+		return len(ttl.Keys)
+	}
+	req := func(key string, ttl time.Duration) driver.Request {
+		return driver.Request{Key: key, Token: randHex(16), Holder: "h", TTL: ttl}
+	}
+	rs := []driver.Request{req("a", 3*time.Second), req("b", 3*time.Second), req("c", 4*time.Second), req("d", 3*time.Second)}
+	if _, errs := s.AcquireMany(ctx, rs); errors.Join(errs...) != nil {
+		t.Fatalf("AcquireMany: %v", errs)
+	}
+	la, lc := leaseOf("a"), leaseOf("c")
+	if la == 0 || leaseOf("b") != la || leaseOf("d") != la || lc == la || attached(la) != 3 || attached(lc) != 1 {
+		t.Fatalf("leases a %x, b %x, c %x, d %x (a's carries %d keys); want a, b, d on one lease of 3 keys, c apart",
+			la, leaseOf("b"), lc, leaseOf("d"), attached(la))
+	}
+	if errs := s.RenewMany(ctx, rs); errors.Join(errs...) != nil {
+		t.Fatalf("RenewMany: %v", errs)
+	}
+
+	// A Release whose transaction fails leaves its key on the shared lease;
+	// the next RenewMany deletes it.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Release(gone, rs[1]); err == nil {
+		t.Fatal("Release with a cancelled context succeeded")
+	}
+	if leaseOf("b") != la {
+		t.Fatalf("b after a failed Release is on %x, want still on %x", leaseOf("b"), la)
+	}
+	if errs := s.RenewMany(ctx, []driver.Request{rs[0], rs[2]}); errors.Join(errs...) != nil {
+		t.Fatalf("RenewMany: %v", errs)
+	}
+	if leaseOf("b") != 0 || attached(la) != 2 {
+		t.Errorf("after RenewMany: b on %x, the shared lease carries %d keys; want b deleted, 2 keys", leaseOf("b"), attached(la))
+	}
+	if err := s.Release(ctx, rs[0]); err != nil {
+		t.Fatalf("Release(a): %v", err)
+	}
+	if n := attached(la); n != 1 {
+		t.Errorf("after Release(a) the shared lease carries %d keys, want d's alone", n)
+	}
+
+	// Break revokes d's etcd lease: d is broken, and a key granted with it
+	// in one batch is lost too (its renewal: ErrNotHeld).
+	rs2 := []driver.Request{req("e", 3*time.Second), req("f", 3*time.Second)}
+	if _, errs := s.AcquireMany(ctx, rs2); errors.Join(errs...) != nil {
+		t.Fatalf("AcquireMany: %v", errs)
+	}
+	if le := leaseOf("e"); le == 0 || le != leaseOf("f") || le == la {
+		t.Fatalf("e on %x, f on %x; want one lease, not d's %x (which still carries d)", le, leaseOf("f"), la)
+	}
+	if _, err := newStore(t, cli, prefix).Break(ctx, "e"); err != nil {
+		t.Fatalf("Break: %v", err)
+	}
+	errs := s.RenewMany(ctx, append(rs2, rs[3]))
+	if !errors.Is(errs[0], lease.ErrBroken) || errors.Is(errs[1], lease.ErrBroken) || !errors.Is(errs[1], lease.ErrNotHeld) || errs[2] != nil {
+		t.Errorf("RenewMany after Break(e) = %v; want ErrBroken for e, ErrNotHeld for f, nil for d", errs)
+	}
+	if leaseOf("f") != 0 {
+		t.Errorf("f is still there after Break(e) revoked its lease")
 	}
 }

@@ -133,9 +133,9 @@ func (s *Store) entry(ctx context.Context, key string, kvs []*mvccpb.KeyValue) (
 }
 
 // Break evicts key's holds in one transaction that leaves their tombstones,
-// then revokes their etcd leases (see the package doc): each carries its
-// hold's key alone (see Acquire and Release), and nothing once the
-// transaction deleted that key, so revoking it deletes nothing else.
+// then revokes their etcd leases (see the package doc): each carries the
+// keys its holder's store granted in one batch, so revoking it also ends
+// the holder's other keys of that batch (whose renewals then fail).
 func (s *Store) Break(ctx context.Context, key string) (driver.Entry, error) {
 	e, err := s.breakKey(ctx, key)
 	if err != nil {

@@ -37,10 +37,19 @@ type Store struct {
 	prefix     string
 	maxWaiters int
 
-	mu     sync.Mutex
-	subs   map[*subscription]bool // open subscriptions, whose queues guide Release
-	leases map[hold]int64         // the etcd lease of each key this store granted
-	spares map[int64][]int64      // TTL in seconds → etcd leases that carry nothing (see spare)
+	mu      sync.Mutex
+	subs    map[*subscription]bool // open subscriptions, whose queues guide Release
+	leases  map[hold]int64         // the etcd lease of each key this store granted
+	carries map[int64]int          // etcd lease → how many of leases are on it (see grant)
+	spares  map[int64][]int64      // TTL in seconds → etcd leases that carry nothing (see spare)
+	orphans []orphan               // keys a failed Release left on a lease others keep alive
+}
+
+// orphan is a key whose Release failed, left on etcd lease id, which this
+// store's other holds keep alive: the next RenewMany deletes it.
+type orphan struct {
+	key, token string
+	id         int64
 }
 
 // hold names a key held by a token.
@@ -77,7 +86,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 		return nil, lease.Invalid("max waiters", "%d is outside 1..%d", cfg.maxWaiters, driver.MaxMaxWaiters)
 	}
 	return &Store{cli: cli, prefix: normPrefix(cfg.prefix), maxWaiters: cfg.maxWaiters,
-		subs: make(map[*subscription]bool), leases: make(map[hold]int64), spares: make(map[int64][]int64)}, nil
+		subs: make(map[*subscription]bool), leases: make(map[hold]int64), carries: make(map[int64]int), spares: make(map[int64][]int64)}, nil
 }
 
 // Prefix returns the store's key prefix, which always ends in "/".
@@ -205,9 +214,7 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 // wrapped (a refusal as it is).
 func (s *Store) acquired(r driver.Request, id int64, err error) error {
 	if err == nil {
-		s.mu.Lock()
-		s.leases[hold{r.Key, r.Token}] = id
-		s.mu.Unlock()
+		s.remember(hold{r.Key, r.Token}, id)
 	} else if !errors.Is(err, lease.ErrHeld) && !errors.Is(err, lease.ErrQueueFull) {
 		err = fmt.Errorf("etcdlease: acquire %q: %w", r.Key, err)
 	}
@@ -251,6 +258,7 @@ func (s *Store) acquireMany(ctx context.Context, rs []driver.Request, gs []drive
 		}
 		resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
 	}
+	used := make(map[int64]bool, 1)
 	for j, r := range try {
 		i := at[j]
 		if err != nil { // the leases are dropped: a key written on one dies with it, or the Client's cleanup revokes it
@@ -258,13 +266,25 @@ func (s *Store) acquireMany(ctx context.Context, rs []driver.Request, gs []drive
 			continue
 		}
 		in := resp.Responses[j].GetResponseTxn()
+		used[ids[j]] = used[ids[j]] || in.Succeeded
 		if in.Succeeded {
 			gs[i], errs[i] = driver.Grant{Fence: fence(resp.Header.Revision, in.Responses, r)}, s.acquired(r, ids[j], nil)
-			continue
 		}
-		s.spare(ctx, r.TTL, ids[j]) // the nested transaction only read
-		g, id, aerr := s.acquire(ctx, r, s.parse(in.Responses, r))
-		gs[i], errs[i] = g, s.acquired(r, id, aerr)
+	}
+	if err != nil {
+		return
+	}
+	for j, r := range try { // a lease no nested transaction wrote on is spare
+		if !used[ids[j]] {
+			used[ids[j]] = true
+			s.spare(ctx, r.TTL, ids[j])
+		}
+	}
+	for j, r := range try {
+		if in := resp.Responses[j].GetResponseTxn(); !in.Succeeded { // it only read
+			g, id, aerr := s.acquire(ctx, r, s.parse(in.Responses, r))
+			gs[at[j]], errs[at[j]] = g, s.acquired(r, id, aerr)
+		}
 	}
 }
 
@@ -403,49 +423,83 @@ func fence(rev int64, ops []*pb.ResponseOp, r driver.Request) uint64 {
 const maxSpares = 1024
 
 // grant returns an etcd lease for each of rs, of its TTL in whole seconds
-// rounded up: a spare of that TTL (see spare) if a keep-alive, pipelined
-// with the others', finds it alive, else a new one. A server whose minimum
-// lease TTL is longer would keep keys longer than the Client believes: its
-// lease is revoked and the TTL refused.
+// rounded up, one for all the requests of a TTL (so the keys granted in one
+// batch share it, and one keep-alive renews them all): a spare of that TTL
+// (see spare) if a keep-alive, pipelined with the others', finds it alive,
+// else a new one. A server whose minimum lease TTL is longer would keep
+// keys longer than the Client believes: its lease is revoked and the TTL
+// refused.
 func (s *Store) grant(ctx context.Context, rs []driver.Request) ([]int64, error) {
-	ids := make([]int64, len(rs))
+	of := make(map[int64]int64, 1) // TTL in seconds → its lease
 	s.mu.Lock()
-	for i, r := range rs {
-		if pool := s.spares[seconds(r.TTL)]; len(pool) > 0 {
-			ids[i], s.spares[seconds(r.TTL)] = pool[len(pool)-1], pool[:len(pool)-1]
+	for _, r := range rs {
+		secs := seconds(r.TTL)
+		if _, ok := of[secs]; ok {
+			continue
+		}
+		of[secs] = 0
+		if pool := s.spares[secs]; len(pool) > 0 {
+			of[secs], s.spares[secs] = pool[len(pool)-1], pool[:len(pool)-1]
 		}
 	}
 	s.mu.Unlock()
-	ttls, _ := s.keepAlives(ctx, slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return id == 0 }))
+	var spares []int64
+	for _, id := range of {
+		if id != 0 {
+			spares = append(spares, id)
+		}
+	}
+	ttls, _ := s.keepAlives(ctx, spares)
+	if ttls == nil {
+		ttls = make(map[int64]int64, 1)
+	}
+	ids := make([]int64, len(rs))
 	for i, r := range rs {
 		secs := seconds(r.TTL)
-		if ttls[ids[i]] == secs {
-			continue
+		if ttls[of[secs]] != secs {
+			resp, err := s.cli.Grant(ctx, secs)
+			if err == nil && resp.TTL > secs {
+				_, _ = s.cli.Revoke(ctx, resp.ID)
+				err = lease.Invalid("ttl", "%v is below the etcd server's minimum lease TTL %ds", r.TTL, resp.TTL)
+			}
+			if err != nil { // the leases taken expire unused
+				return nil, err
+			}
+			of[secs], ttls[int64(resp.ID)] = int64(resp.ID), secs
 		}
-		resp, err := s.cli.Grant(ctx, secs)
-		if err == nil && resp.TTL > secs {
-			_, _ = s.cli.Revoke(ctx, resp.ID)
-			err = lease.Invalid("ttl", "%v is below the etcd server's minimum lease TTL %ds", r.TTL, resp.TTL)
-		}
-		if err != nil { // the leases taken expire unused
-			return nil, err
-		}
-		ids[i] = int64(resp.ID)
+		ids[i] = of[secs]
 	}
 	return ids, nil
 }
 
-// spare keeps etcd lease id, of ttl, which carries nothing now, for the
-// store's next grants, up to maxSpares per TTL; beyond, it revokes it.
+// remember records id as the etcd lease of h, which this store granted.
+func (s *Store) remember(h hold, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.leases[h]; ok {
+		if old == id {
+			return
+		}
+		s.drop(old)
+	}
+	s.leases[h] = id
+	s.carries[id]++
+}
+
+// spare keeps etcd lease id, of ttl, which carries no hold now, for the
+// store's next grants, up to maxSpares per TTL; beyond, or if it still
+// carries an orphan, it revokes it.
 func (s *Store) spare(ctx context.Context, ttl time.Duration, id int64) {
 	secs := seconds(ttl)
 	s.mu.Lock()
-	full := len(s.spares[secs]) >= maxSpares
-	if !full {
+	n := len(s.orphans)
+	s.orphans = slices.DeleteFunc(s.orphans, func(o orphan) bool { return o.id == id })
+	keep := len(s.spares[secs]) < maxSpares && n == len(s.orphans)
+	if keep {
 		s.spares[secs] = append(s.spares[secs], id)
 	}
 	s.mu.Unlock()
-	if full {
+	if !keep {
 		_, _ = s.cli.Revoke(ctx, clientv3.LeaseID(id))
 	}
 }
@@ -541,7 +595,9 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 			ids = append(ids, of[i])
 		}
 	}
-	ttls, err := s.keepAlives(ctx, ids)
+	s.deleteOrphans(ctx)
+	slices.Sort(ids)
+	ttls, err := s.keepAlives(ctx, slices.Compact(ids))
 	for i, r := range rs {
 		if ttl, ok := ttls[of[i]]; errs[i] == nil && !ok {
 			errs[i] = cmp.Or(err, errors.New("no keep-alive answer"))
@@ -556,6 +612,29 @@ func (s *Store) RenewMany(ctx context.Context, rs []driver.Request) []error {
 	return errs
 }
 
+// maxOrphans bounds the orphans one RenewMany deletes (two nested
+// transactions each, within etcd's --max-txn-ops).
+const maxOrphans = 32
+
+// deleteOrphans deletes, in one transaction, the keys of up to maxOrphans
+// orphans whose etcd lease this store still keeps alive; the others expire
+// with their lease. A failed transaction leaves them for the next call.
+func (s *Store) deleteOrphans(ctx context.Context) {
+	s.mu.Lock()
+	s.orphans = slices.DeleteFunc(s.orphans, func(o orphan) bool { return s.carries[o.id] == 0 })
+	batch := s.orphans[:min(len(s.orphans), maxOrphans)]
+	s.orphans = slices.Clone(s.orphans[len(batch):])
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if _, err := s.cli.Txn(ctx).Then(s.opsOrphans(batch)...).Commit(); err != nil {
+		s.mu.Lock()
+		s.orphans = append(s.orphans, batch...)
+		s.mu.Unlock()
+	}
+}
+
 // expired returns the refusal of r, whose etcd lease is gone: ErrBroken
 // while a tombstone of r.Token lives (see Break), else errExpired.
 func (s *Store) expired(ctx context.Context, r driver.Request) error {
@@ -566,13 +645,29 @@ func (s *Store) expired(ctx context.Context, r driver.Request) error {
 	return errExpired
 }
 
-// forget drops the etcd lease remembered for r, and returns it (0 if none).
-func (s *Store) forget(r driver.Request) (id int64) {
+// forget drops the etcd lease remembered for r, and returns it (0 if none)
+// and whether it carries other holds of this store's.
+func (s *Store) forget(r driver.Request) (id int64, shared bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id = s.leases[hold{r.Key, r.Token}]
+	id, ok := s.leases[hold{r.Key, r.Token}]
+	if !ok {
+		return 0, false
+	}
 	delete(s.leases, hold{r.Key, r.Token})
-	return id
+	return id, s.drop(id) > 0
+}
+
+// drop counts one hold less on etcd lease id, and returns how many are
+// left; s.mu is held.
+func (s *Store) drop(id int64) int {
+	n := s.carries[id] - 1
+	if n <= 0 {
+		delete(s.carries, id)
+	} else {
+		s.carries[id] = n
+	}
+	return n
 }
 
 // Release is ReleaseMany of r alone.
@@ -600,10 +695,10 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 
 // releaseMany is ReleaseMany of one chunk.
 func (s *Store) releaseMany(ctx context.Context, rs []driver.Request, errs []error) {
-	mine, handing := make([]int64, len(rs)), make([]bool, len(rs))
+	mine, shared, handing := make([]int64, len(rs)), make([]bool, len(rs)), make([]bool, len(rs))
 	ops, plain := make([]clientv3.Op, len(rs)), make([]clientv3.Op, len(rs))
 	for i, r := range rs {
-		mine[i] = s.forget(r)
+		mine[i], shared[i] = s.forget(r)
 		ops[i], plain[i], handing[i] = s.opsRelease(r, mine[i])
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
@@ -613,7 +708,11 @@ func (s *Store) releaseMany(ctx context.Context, rs []driver.Request, errs []err
 	}
 	for i, r := range rs {
 		if errs[i] = err; err == nil {
-			errs[i] = s.released(ctx, r, mine[i], handing[i], resp.Responses[i].GetResponseTxn())
+			errs[i] = s.released(ctx, r, mine[i], !shared[i], handing[i], resp.Responses[i].GetResponseTxn())
+		} else if shared[i] {
+			s.mu.Lock()
+			s.orphans = append(s.orphans, orphan{r.Key, r.Token, mine[i]})
+			s.mu.Unlock()
 		}
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("etcdlease: release %q: %w", r.Key, errs[i])
@@ -652,9 +751,11 @@ func (s *Store) opsRelease(r driver.Request, mine int64) (op, plain clientv3.Op,
 
 // released returns lease.ErrNotHeld unless in, the response of r's nested
 // transaction (handing: a hand-off), released r's hold. It keeps the hold's
-// etcd lease as a spare if this store granted it (mine), and revokes the
-// others of the keys it deleted or handed over.
-func (s *Store) released(ctx context.Context, r driver.Request, mine int64, handing bool, in *pb.TxnResponse) error {
+// etcd lease as a spare if this store granted it (mine) and no other hold
+// of this store's is on it (last); it revokes the etcd lease of a deleted
+// queue entry, and that of another store's hold if it carries nothing now
+// (holds granted together share one).
+func (s *Store) released(ctx context.Context, r driver.Request, mine int64, last, handing bool, in *pb.TxnResponse) error {
 	held := handing && in.Succeeded
 	var kvs []*mvccpb.KeyValue
 	for _, op := range in.Responses {
@@ -671,8 +772,17 @@ func (s *Store) released(ctx context.Context, r driver.Request, mine int64, hand
 	}
 	for _, kv := range kvs {
 		if kv.Lease == mine && mine != 0 {
-			s.spare(ctx, r.TTL, mine)
-		} else if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if last {
+				s.spare(ctx, r.TTL, mine)
+			}
+			continue
+		}
+		if _, _, kind, _ := s.parseKey(kv.Key); kind == 0 || kind == kindReader {
+			if ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease), clientv3.WithAttachedKeys()); err != nil || len(ttl.Keys) > 0 {
+				continue // gone, or kept alive for its other keys
+			}
+		}
+		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return err
 		}
 	}
@@ -680,6 +790,18 @@ func (s *Store) released(ctx context.Context, r driver.Request, mine int64, hand
 		return lease.ErrNotHeld
 	}
 	return nil
+}
+
+// opsOrphans returns the nested transactions that delete the keys of
+// orphans that are still on their etcd leases.
+func (s *Store) opsOrphans(orphans []orphan) []clientv3.Op {
+	ops := make([]clientv3.Op, 0, 2*len(orphans))
+	for _, o := range orphans {
+		for _, k := range []string{s.keyPath(o.key), s.subKey(o.key, kindReader, o.token)} {
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(k), "=", o.id)}, []clientv3.Op{clientv3.OpDelete(k)}, nil))
+		}
+	}
+	return ops
 }
 
 // handed returns the grant of a key handed to r.Token, a writer, as an open

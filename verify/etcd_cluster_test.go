@@ -4,7 +4,9 @@
 // It found a liveness bug in etcdlease, now fixed: a key whose release failed
 // during the leader election stayed attached to the store's shared etcd
 // lease, which the same process kept alive, so nobody ever got the key
-// again. Each acquisition now has its own etcd lease. Run it alone with
+// again. A lease is now shared only by the keys of one batch, and a key
+// whose release failed is deleted by the store's next renewal round
+// (etcdlease TestBatchSharesLease). Run it alone with
 //
 //	./scripts/test -run TestEtcdCluster ./verify/
 
