@@ -314,7 +314,7 @@ func TestClockZooKeeperMonotonic(t *testing.T) {
 	// jumps ended the sessions: each is the race above.
 	var jumps, witnessed atomic.Int32
 	jump := func(ctx context.Context, d time.Duration) error {
-		w, err := witness(ctx, addr, 4*time.Second)
+		w, err := witness(ctx, addr, 4*time.Second, 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -408,47 +408,39 @@ type zkProbe struct {
 // commas).
 func dialZK(t *testing.T, addr string, timeout time.Duration) *zkProbe {
 	t.Helper()
-	conn, events, err := zk.Connect(strings.Split(addr, ","), timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	p, err := witness(context.Background(), addr, timeout, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(conn.Close)
-	p := &zkProbe{conn: conn, events: events, clock: "/leasekit-clock", eph: "/leasekit-clock-session"}
-	deadline := time.After(30 * time.Second)
-	for conn.State() != zk.StateHasSession {
-		select {
-		case <-events:
-		case <-deadline:
-			t.Fatalf("no ZooKeeper session on %s after 30 s (%v)", addr, conn.State())
-		}
-	}
-	p.timeout = timeout // within the server's bounds, so granted as asked
-	if _, err := conn.Create(p.clock, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	t.Cleanup(p.conn.Close)
+	p.clock, p.eph = "/leasekit-clock", "/leasekit-clock-session"
+	if _, err := p.conn.Create(p.clock, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatal(err)
 	}
-	if _, err := conn.Create(p.eph, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := p.conn.Create(p.eph, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// witness opens a session with timeout on addr, without a node, and
-// returns once it has one; unlike dialZK it may run off the test's
-// goroutine.
-func witness(ctx context.Context, addr string, timeout time.Duration) (*zkProbe, error) {
-	conn, events, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+// witness opens a session with timeout (within the server's bounds, so
+// granted as asked) on addr, comma-separated servers, without a node, and
+// returns once it has one, or fails after wait; unlike dialZK it may run
+// off the test's goroutine.
+func witness(ctx context.Context, addr string, timeout, wait time.Duration) (*zkProbe, error) {
+	conn, events, err := zk.Connect(strings.Split(addr, ","), timeout, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
 	if err != nil {
 		return nil, err
 	}
 	p := &zkProbe{conn: conn, events: events, timeout: timeout}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for conn.State() != zk.StateHasSession {
 		select {
 		case <-events:
 		case <-ctx.Done():
 			conn.Close()
-			return nil, fmt.Errorf("no witness session on %s: %w", addr, ctx.Err())
+			return nil, fmt.Errorf("no ZooKeeper session on %s (%v): %w", addr, conn.State(), ctx.Err())
 		}
 	}
 	return p, nil
