@@ -258,30 +258,29 @@ func (s *Store) acquireMany(ctx context.Context, rs []driver.Request, gs []drive
 		}
 		resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
 	}
-	used := make(map[int64]bool, 1)
-	for j, r := range try {
-		i := at[j]
-		if err != nil { // the leases are dropped: a key written on one dies with it, or the Client's cleanup revokes it
-			errs[i] = s.acquired(r, 0, err)
-			continue
+	if err != nil { // the leases are dropped: a key written on one dies with it, or the Client's cleanup revokes it
+		for j, r := range try {
+			errs[at[j]] = s.acquired(r, 0, err)
 		}
-		in := resp.Responses[j].GetResponseTxn()
-		used[ids[j]] = used[ids[j]] || in.Succeeded
-		if in.Succeeded {
-			gs[i], errs[i] = driver.Grant{Fence: fence(resp.Header.Revision, in.Responses, r)}, s.acquired(r, ids[j], nil)
-		}
-	}
-	if err != nil {
 		return
 	}
-	for j, r := range try { // a lease no nested transaction wrote on is spare
-		if !used[ids[j]] {
-			used[ids[j]] = true
+	// A lease is spare once if no nested transaction wrote on it; a
+	// request refused there goes on alone from its read.
+	done := make(map[int64]bool, 1)
+	for j, r := range try {
+		if in := resp.Responses[j].GetResponseTxn(); in.Succeeded {
+			done[ids[j]] = true
+			gs[at[j]], errs[at[j]] = driver.Grant{Fence: fence(resp.Header.Revision, in.Responses, r)}, s.acquired(r, ids[j], nil)
+		}
+	}
+	for j, r := range try {
+		if !done[ids[j]] {
+			done[ids[j]] = true
 			s.spare(ctx, r.TTL, ids[j])
 		}
 	}
 	for j, r := range try {
-		if in := resp.Responses[j].GetResponseTxn(); !in.Succeeded { // it only read
+		if in := resp.Responses[j].GetResponseTxn(); !in.Succeeded {
 			g, id, aerr := s.acquire(ctx, r, s.parse(in.Responses, r))
 			gs[at[j]], errs[at[j]] = g, s.acquired(r, id, aerr)
 		}
@@ -450,9 +449,6 @@ func (s *Store) grant(ctx context.Context, rs []driver.Request) ([]int64, error)
 		}
 	}
 	ttls, _ := s.keepAlives(ctx, spares)
-	if ttls == nil {
-		ttls = make(map[int64]int64, 1)
-	}
 	ids := make([]int64, len(rs))
 	for i, r := range rs {
 		secs := seconds(r.TTL)
@@ -529,19 +525,19 @@ const keepAliveWindow = 512
 // keepAlives refreshes the etcd leases ids on one LeaseKeepAlive stream,
 // pipelined: a new request goes out as each response comes in, with
 // keepAliveWindow unanswered at most. It returns the TTL etcd answered for
-// each lease (0: the lease is gone), and the error that ended the stream
-// (the leases it did not answer have no TTL then).
+// each lease (0: the lease is gone), never a nil map, and the error that
+// ended the stream (the leases it did not answer have no TTL then).
 func (s *Store) keepAlives(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	ttls := make(map[int64]int64, len(ids))
 	if len(ids) == 0 {
-		return nil, nil
+		return ttls, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := clientv3.RetryLeaseClient(s.cli).LeaseKeepAlive(ctx)
 	if err != nil {
-		return nil, clientv3.ContextError(ctx, err)
+		return ttls, clientv3.ContextError(ctx, err)
 	}
-	ttls := make(map[int64]int64, len(ids))
 	for sent, got := 0, 0; got < len(ids); got++ {
 		for ; sent < len(ids) && sent-got < keepAliveWindow; sent++ {
 			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: ids[sent]}); err != nil {
