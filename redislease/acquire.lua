@@ -1,20 +1,58 @@
--- acquire.lua: acquire(k, tok, name, ms, queue, max, id, shared) grants
--- lease KEYS[k] to token tok (holder name, for ms) if it is free and no live
+-- acquire.lua: acquire, and take, its common case in a batch (see store.go).
+
+-- fences holds the fence counters a script's grants advanced (key, fence,
+-- ...), written with one MSET once its requests are done (saveFences).
+local fences = {}
+local function saveFences()
+  if #fences > 0 then
+    redis.call('MSET', unpack(fences))
+  end
+end
+
+-- nextFence returns the fence after counter fk's value last (nil: read it).
+-- The clock term keeps fences growing if Redis lost the counter. Lua's
+-- numbers are doubles: a counter of 2^53 or more is not one we wrote.
+local function nextFence(fk, last)
+  last = tonumber(last or redis.call('GET', fk) or '0')
+  if not last or last >= 9007199254740992 then
+    error({err = 'CORRUPT the fence counter ' .. fk .. ' is not a number'})
+  end
+  return string.format('%d', math.max(last + 1, (clock())))
+end
+
+-- granted records that fence of counter fk was granted, and returns it.
+local function granted(fk, fence)
+  table.insert(fences, fk)
+  table.insert(fences, fence)
+  return fence
+end
+
+-- take grants free lease lk, whose fence counter fk reads last, to tok
+-- (exclusive) for ms; SET NX refuses a key of another type.
+local function take(lk, fk, last, tok, name, ms)
+  local fence = nextFence(fk, last)
+  if not redis.call('SET', lk, tok .. '\0' .. fence .. '\0' .. name, 'NX', 'PX', ms) then
+    notLease(lk)
+  end
+  return granted(fk, fence)
+end
+
+-- acquire(ks, tok, name, ms, queue, max, id, shared) grants lease ks[1]
+-- to token tok (holder name, for ms) if it is free and no live
 -- waiter is queued ahead, or, shared (shared is '1'), if no writer holds it
 -- and no live exclusive waiter is queued ahead; refreshes it if tok holds
 -- it; otherwise reports the holder and, if queue is '1', queues tok (or
 -- refreshes its entry) unless max live waiters are queued. id is the store's
 -- id if it listens, else ''.
--- KEYS[k..k+6]: lease (token NUL fence NUL holder), fence counter, queue
+-- ks[1..7]: lease (token NUL fence NUL holder), fence counter, queue
 -- (zset member -> arrival), queue expiries (zset member -> server ms), queue
 -- channels (hash member -> the waiter's store's id, if it listens), readers
 -- and their holders (see readers.lua). A waiter's member is its token,
 -- after a NUL if it waits to share.
 -- Returns the fence when granted, else {code, holder, pttl, fence, ahead}
--- with code -1 when the queue was full. The script ends with its calls (see
--- store.go): one acquisition, or one per 7 keys.
-local function acquire(k, tok, name, ms, queue, max, id, shared)
-  local lk, fk, q, qx, qc, rk, rh = unpack(KEYS, k, k + 6)
+-- with code -1 when the queue was full.
+local function acquire(ks, tok, name, ms, queue, max, id, shared)
+  local lk, fk, q, qx, qc, rk, rh = unpack(ks, 1, 7)
   shared = shared == '1'
   -- MGET reads a key of another type as nil: GET, which refuses it, checks
   -- a missing lease before anything but SET NX writes over it.
@@ -56,21 +94,11 @@ local function acquire(k, tok, name, ms, queue, max, id, shared)
     end
   end
   if (not lease or readers and shared) and blocked == 0 then
-    if not lease then
-      local last = tonumber(got[2] or redis.call('GET', fk) or '0')
-      if not last then
-        error({err = 'CORRUPT the fence counter ' .. fk .. ' is not a number'})
-      end
-      -- The clock term keeps fences growing if Redis lost the counter.
-      local t = clock()
-      fence = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
-      if not shared and not redis.call('SET', lk, tok .. '\0' .. fence .. '\0' .. name, 'NX', 'PX', ms) then
-        notLease(lk)
-      end
-      redis.call('SET', fk, fence)
-      if shared then
-        redis.call('DEL', rk, rh) -- dead readers
-      end
+    if not shared then
+      fence = take(lk, fk, got[2], tok, name, ms)
+    elseif not lease then
+      fence = granted(fk, nextFence(fk, got[2]))
+      redis.call('DEL', rk, rh) -- dead readers
     end
     if rank then
       redis.call('ZREM', q, m)

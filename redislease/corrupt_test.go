@@ -38,8 +38,8 @@ func TestCorruptValues(t *testing.T) {
 	}
 }
 
-// TestCorruptFenceCounter: a fence counter that is no number is never
-// granted over.
+// TestCorruptFenceCounter: a fence counter that is no number, or one
+// beyond 2^53 (Lua's numbers are doubles), is never granted over.
 func TestCorruptFenceCounter(t *testing.T) {
 	c := sharedClient(t)
 	s := newStore(t, c)
@@ -47,6 +47,7 @@ func TestCorruptFenceCounter(t *testing.T) {
 	for what, write := range map[string]func(k string) error{
 		"a word": func(k string) error { return c.Set(ctx, k, "many", 0).Err() },
 		"a set":  func(k string) error { return c.SAdd(ctx, k, "1").Err() },
+		"2^53":   func(k string) error { return c.Set(ctx, k, "9007199254740992", 0).Err() },
 	} {
 		key := "counter-" + randHex(t, 4)
 		if err := write(leaseKey(s.Prefix(), key) + ":fence"); err != nil {

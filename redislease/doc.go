@@ -17,7 +17,10 @@
 // EVALSHA, each request with its own result (a corrupt key fails its own
 // request only), all in one pipeline: one round trip and one script call for
 // the batch a Client's goroutines send together (100 EVALSHAs in one round
-// trip for 100,000 renewals). Through a Cluster or Ring client, whose scripts
+// trip for 100,000 renewals). A batch of acquisitions or releases passes
+// each request's lease key and token only, after the arguments its requests
+// share (requests that differ go in separate EVALSHAs), and its script
+// derives the lease's other keys, which share its slot. Through a Cluster or Ring client, whose scripts
 // may not span slots, they pipeline one EVALSHA per request (one round trip
 // per node the batch's keys live on). For prefix
 // P and key K (esc percent-escapes '%', '{' and '}', so the Cluster hash tag
@@ -38,7 +41,8 @@
 //   - P{esc(K)}:b: the tombstones of holds a Break evicted, a sorted set of
 //     tokens scored by the evicted hold's expiry (server ms), expiring with
 //     the last;
-//   - P + "released": the namespace's Pub/Sub channel. A release publishes K,
+//   - P + "released": the namespace's Pub/Sub channel. A release publishes K
+//     (in a batch, only if the channel has subscribers: PUBSUB NUMSUB),
 //     followed by NUL and the first live waiter's token when one is queued;
 //     when that waiter's store listens (has an open subscription), on that
 //     store's own channel P + "released:" + its id instead, so only the

@@ -22,15 +22,16 @@ local function decode(v, lk)
   return tok, fence, holder
 end
 
--- clock returns the server TIME reply and the server time in ms, read once
--- per script: a batch's requests share one reading, as one request's steps do.
-local clockTime, clockMs
+-- clock returns the server time in µs and in ms, read once per script: a
+-- batch's requests share one reading, as one request's steps do.
+local clockUs, clockMs
 local function clock()
-  if not clockTime then
-    clockTime = redis.call('TIME')
-    clockMs = tonumber(clockTime[1]) * 1000 + math.floor(tonumber(clockTime[2]) / 1000)
+  if not clockUs then
+    local t = redis.call('TIME')
+    clockUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    clockMs = math.floor(clockUs / 1000)
   end
-  return clockTime, clockMs
+  return clockUs, clockMs
 end
 
 -- try returns f(...), or its error as an error reply: in a batch, a

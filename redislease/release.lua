@@ -1,16 +1,15 @@
--- release.lua: release(k, tok, channel, key, shared) frees lease KEYS[k] if
+-- release.lua: release(ks, tok, channel, key, shared) frees lease ks[1] if
 -- tok holds it, or, shared (shared is '1'), takes reader tok out of it, and
 -- takes tok out of the queue. If the key is then free (or held by readers,
 -- and the head waiter would share), publishes key, followed by NUL and the
 -- first live waiter if it is exclusive, on channel, or on channel .. ':' ..
 -- that waiter's store id when its store listens: only that waiter may take
 -- the key, so only its store's clients wake.
--- KEYS[k..k+5]: lease, queue, queue expiries, queue channels, readers, their
+-- ks[1..6]: lease, queue, queue expiries, queue channels, readers, their
 -- holders (see acquire.lua).
--- Returns 1 when released, 0 when tok did not hold the key. The script ends
--- with its calls (see store.go): one release, or one per 6 keys.
-local function release(k, tok, channel, key, shared)
-  local lk, q, qx, qc, rk, rh = unpack(KEYS, k, k + 5)
+-- Returns 1 when released, 0 when tok did not hold the key.
+local function release(ks, tok, channel, key, shared)
+  local lk, q, qx, qc, rk, rh = unpack(ks, 1, 6)
   local lease = redis.call('GET', lk)
   if lease then
     decode(lease, lk)
@@ -48,4 +47,11 @@ local function release(k, tok, channel, key, shared)
   end
   announce(qc, head, channel, key)
   return res
+end
+
+-- drop tells whether tok holds lease lk, whose value is v (not nil), for a
+-- batch that releases it with no queue (releasemany.lua): 1 if it does (the
+-- batch deletes it and announces), else 0.
+local function drop(lk, v, tok)
+  return decode(v, lk) == tok and 1 or 0
 end

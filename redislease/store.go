@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,26 +25,26 @@ var (
 	readersSrc string
 	//go:embed acquire.lua
 	acquireSrc string
+	//go:embed batch.lua
+	batchHelpers string
+	//go:embed acquiremany.lua
+	acquireManySrc string
 	//go:embed renew.lua
 	renewSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed releasemany.lua
+	releaseManySrc string
 	//go:embed inspect.lua
 	inspectSrc string
 
 	// Each operation's script defines it as a function over an offset into
 	// KEYS; a script calls it once, or once per request of a batch (each
 	// request's error an element of the reply: it fails that request only).
-	acquireScript     = redis.NewScript(readersSrc + acquireSrc + "return acquire(1, unpack(ARGV))\n")
-	acquireManyScript = redis.NewScript(readersSrc + acquireSrc + `local res = {}
-for i = 1, #KEYS / 7 do
-  local a = 5 * i - 2
-  res[i] = try(acquire, 7 * i - 6, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[1], ARGV[2], ARGV[a + 4])
-end
-return res
-`)
-	renewScript     = redis.NewScript(readersSrc + renewSrc + "return renew(1, redis.call('GET', KEYS[1]), ARGV[1], ARGV[2], ARGV[3])\n")
-	renewManyScript = redis.NewScript(readersSrc + renewSrc + `local lks, res = {}, {}
+	acquireScript     = redis.NewScript(readersSrc + acquireSrc + "local r = acquire(KEYS, unpack(ARGV))\nsaveFences()\nreturn r\n")
+	acquireManyScript = redis.NewScript(readersSrc + acquireSrc + batchSrc() + acquireManySrc)
+	renewScript       = redis.NewScript(readersSrc + renewSrc + "return renew(1, redis.call('GET', KEYS[1]), ARGV[1], ARGV[2], ARGV[3])\n")
+	renewManyScript   = redis.NewScript(readersSrc + renewSrc + `local lks, res = {}, {}
 for k = 1, #KEYS, 4 do
   lks[#lks + 1] = KEYS[k]
 end
@@ -52,15 +53,9 @@ for i, cur in ipairs(redis.call('MGET', unpack(lks))) do
 end
 return res
 `)
-	releaseScript     = redis.NewScript(readersSrc + releaseSrc + "return release(1, unpack(ARGV))\n")
-	releaseManyScript = redis.NewScript(readersSrc + releaseSrc + `local res = {}
-for i = 1, #KEYS / 6 do
-  local a = 3 * i - 1
-  res[i] = try(release, 6 * i - 5, ARGV[a], ARGV[1], ARGV[a + 1], ARGV[a + 2])
-end
-return res
-`)
-	inspectScript = redis.NewScript(readersSrc + inspectSrc)
+	releaseScript     = redis.NewScript(readersSrc + releaseSrc + "return release(KEYS, unpack(ARGV))\n")
+	releaseManyScript = redis.NewScript(readersSrc + releaseSrc + batchSrc() + releaseManySrc)
+	inspectScript     = redis.NewScript(readersSrc + inspectSrc)
 )
 
 var (
@@ -161,6 +156,19 @@ var (
 	renewParts   = []string{"", ":r", ":rh", ":b"}
 )
 
+// batchSrc returns batch.lua after the definitions it needs: Lua tables of
+// acquireParts and releaseParts.
+func batchSrc() string {
+	list := func(parts []string) string {
+		q := make([]string, len(parts))
+		for i, p := range parts {
+			q[i] = "'" + p + "'"
+		}
+		return "{" + strings.Join(q, ", ") + "}"
+	}
+	return "local acquireParts, releaseParts = " + list(acquireParts) + ", " + list(releaseParts) + "\n" + batchHelpers
+}
+
 // keysOf returns the keys of key with the suffixes parts, as slices of
 // one string: one allocation for all of them.
 func (s *Store) keysOf(key string, parts []string) []string {
@@ -227,11 +235,18 @@ func (s *Store) AcquireMany(ctx context.Context, rs []driver.Request) ([]driver.
 		}
 	}
 	vs, verrs := s.batch(ctx, len(send), batchScripts{
-		one: acquireScript, many: acquireManyScript, keys: len(acquireParts), args: 5,
-		common: func() []any { return []any{s.maxWaitersArg, s.waiterID()} },
+		one: acquireScript, many: acquireManyScript, keys: 1, args: 1,
+		common: func(j int) []any {
+			r := rs[send[j]]
+			return []any{s.maxWaitersArg, s.waiterID(), r.Holder, ttlMillis(r.TTL), r.Queue, r.Shared}
+		},
+		same: func(j, k int) bool {
+			a, b := &rs[send[j]], &rs[send[k]]
+			return a.Holder == b.Holder && ttlMillis(a.TTL) == ttlMillis(b.TTL) && a.Queue == b.Queue && a.Shared == b.Shared
+		},
 		add: func(keys []string, args []any, j int) ([]string, []any) {
 			r := rs[send[j]]
-			return s.appendKeys(keys, r.Key, acquireParts), append(args, r.Token, r.Holder, ttlMillis(r.TTL), r.Queue, r.Shared)
+			return append(keys, s.leaseKey(r.Key)), append(args, r.Token)
 		},
 		send: func(pipe redis.Pipeliner, j int) *redis.Cmd {
 			r := rs[send[j]]
@@ -326,12 +341,14 @@ const chunk = 1000
 
 // batchScripts says how batch sends a batch's requests: each by script one
 // (send), or up to chunk of them by script many, whose arguments are
-// common's (if any), then each request's keys and args arguments (add), and
-// whose reply holds one reply of one per request.
+// common's for the first of them, then each request's keys and arguments
+// (add), and whose reply holds one reply per request. Requests go into one
+// EVALSHA of many only if same says they may (same nil: any may).
 type batchScripts struct {
 	one, many  *redis.Script
 	keys, args int // per request, in many
-	common     func() []any
+	common     func(i int) []any
+	same       func(i, j int) bool
 	add        func(keys []string, args []any, i int) ([]string, []any)
 	send       func(pipe redis.Pipeliner, i int) *redis.Cmd
 }
@@ -351,34 +368,32 @@ func (s *Store) batch(ctx context.Context, n int, b batchScripts) ([]any, []erro
 			each[i] = i
 		}
 	} else {
-		bounds := func(j int) (int, int) { return j * chunk, min(n, (j+1)*chunk) }
-		cmds := s.pipelined(ctx, b.many, (n+chunk-1)/chunk, func(pipe redis.Pipeliner, j int) *redis.Cmd {
-			lo, hi := bounds(j)
-			keys, args := make([]string, 0, b.keys*(hi-lo)), make([]any, 0, b.args*(hi-lo)+2) // 2: common's
+		groups := b.groups(n)
+		cmds := s.pipelined(ctx, b.many, len(groups), func(pipe redis.Pipeliner, j int) *redis.Cmd {
+			g := groups[j]
+			keys, args := make([]string, 0, b.keys*len(g)), make([]any, 0, b.args*len(g)+6) // 6: common's
 			if b.common != nil {
-				args = append(args, b.common()...)
+				args = append(args, b.common(g[0])...)
 			}
-			for i := lo; i < hi; i++ {
+			for _, i := range g {
 				keys, args = b.add(keys, args, i)
 			}
 			return b.many.EvalSha(ctx, pipe, keys, args...)
 		})
 		for j, c := range cmds {
-			lo, hi := bounds(j)
+			g := groups[j]
 			err := c.Err()
 			if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
-				for i := lo; i < hi; i++ {
-					each = append(each, i)
-				}
+				each = append(each, g...)
 				continue
 			}
 			rs, _ := c.Val().([]any)
-			if err == nil && len(rs) != hi-lo {
+			if err == nil && len(rs) != len(g) {
 				err = fmt.Errorf("unexpected script reply %v", c.Val())
 			}
-			for i := lo; i < hi; i++ {
+			for k, i := range g {
 				if errs[i] = err; err == nil {
-					vs[i] = rs[i-lo]
+					vs[i] = rs[k]
 					errs[i], _ = vs[i].(error)
 				}
 			}
@@ -389,6 +404,27 @@ func (s *Store) batch(ctx context.Context, n int, b batchScripts) ([]any, []erro
 		vs[each[j]], errs[each[j]] = c.Val(), c.Err()
 	}
 	return vs, errs
+}
+
+// groups splits requests 0..n-1 into the EVALSHAs of b.many: requests that
+// b.same allows together, up to chunk per EVALSHA, in order within each.
+func (b batchScripts) groups(n int) [][]int {
+	var groups [][]int
+	var open []int // the groups still taking requests
+next:
+	for i := range n {
+		for k, g := range open {
+			if b.same == nil || b.same(groups[g][0], i) {
+				if groups[g] = append(groups[g], i); len(groups[g]) == chunk {
+					open = slices.Delete(open, k, k+1)
+				}
+				continue next
+			}
+		}
+		open = append(open, len(groups))
+		groups = append(groups, append(make([]int, 0, min(n-i, chunk)), i))
+	}
+	return groups
 }
 
 // pipelined sends send(pipe, i) for each i < n in one pipeline. If Redis
@@ -441,10 +477,11 @@ func (s *Store) ReleaseMany(ctx context.Context, rs []driver.Request) []error {
 		return errs
 	}
 	vs, verrs := s.batch(ctx, len(rs), batchScripts{
-		one: releaseScript, many: releaseManyScript, keys: len(releaseParts), args: 3,
-		common: func() []any { return []any{s.channelArg} },
+		one: releaseScript, many: releaseManyScript, keys: 1, args: 1,
+		common: func(i int) []any { return []any{s.channelArg, len(s.prefix), rs[i].Shared} },
+		same:   func(i, j int) bool { return rs[i].Shared == rs[j].Shared },
 		add: func(keys []string, args []any, i int) ([]string, []any) {
-			return s.appendKeys(keys, rs[i].Key, releaseParts), append(args, rs[i].Token, rs[i].Key, rs[i].Shared)
+			return append(keys, s.leaseKey(rs[i].Key)), append(args, rs[i].Token)
 		},
 		send: func(pipe redis.Pipeliner, i int) *redis.Cmd {
 			return releaseScript.EvalSha(ctx, pipe, s.keysOf(rs[i].Key, releaseParts), rs[i].Token, s.channelArg, rs[i].Key, rs[i].Shared)
