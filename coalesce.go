@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -43,9 +44,10 @@ type batcher[T any] struct {
 	// caller that gave up before its batch returned.
 	undo func(driver.Request, T, error)
 
-	mu      sync.Mutex
-	busy    int        // the calls in flight
-	pending []*call[T] // the callers waiting for the next batch, in order
+	mu        sync.Mutex
+	busy      int        // the calls in flight
+	gathering bool       // a caller yields before its call: arrivals ride it
+	pending   []*call[T] // the callers waiting for the next batch, in order
 }
 
 // call is one caller's request on its way through a batcher.
@@ -74,8 +76,19 @@ type batch struct {
 func (b *batcher[T]) do(ctx context.Context, req driver.Request, grace time.Duration) (T, error) {
 	var zero T
 	b.mu.Lock()
-	if b.busy < maxInflight { // a free slot: send at once, alone
+	if b.busy < maxInflight && !b.gathering { // a free slot: send at once
 		b.busy++
+		// One yield first: callers already runnable (those a batch just
+		// answered) arrive meanwhile and ride along. Nothing waits on a
+		// timer: alone, the caller goes on at once.
+		b.gathering = true
+		b.mu.Unlock()
+		runtime.Gosched()
+		b.mu.Lock()
+		b.gathering = false
+		if len(b.pending) > 0 {
+			return b.gathered(ctx, req, grace)
+		}
 		b.mu.Unlock()
 		sctx, stop := ctx, func() {}
 		if grace > 0 {
@@ -83,13 +96,7 @@ func (b *batcher[T]) do(ctx context.Context, req driver.Request, grace time.Dura
 		}
 		res, err := b.one(sctx, req)
 		stop()
-		b.mu.Lock()
-		b.busy--
-		batches := b.dispatchLocked()
-		b.mu.Unlock()
-		for _, calls := range batches {
-			b.c.spawn(func() { b.flush(calls) })
-		}
+		b.done()
 		return res, err
 	}
 	cl := &call[T]{ctx: ctx, req: req, grace: grace, done: make(chan struct{})}
@@ -131,6 +138,38 @@ func (b *batcher[T]) do(ctx context.Context, req driver.Request, grace time.Dura
 		}
 	}
 	return zero, ctx.Err()
+}
+
+// gathered sends req in one batch with the callers that arrived while its
+// caller yielded, on the slot it took, and returns req's result. The
+// caller holds b.mu; gathered releases it.
+func (b *batcher[T]) gathered(ctx context.Context, req driver.Request, grace time.Duration) (T, error) {
+	cl := &call[T]{ctx: ctx, req: req, grace: grace, done: make(chan struct{})}
+	b.pending = slices.Insert(b.pending, 0, cl)
+	calls := b.takeLocked()    // cl first: taken, or answered if ctx ended
+	more := b.dispatchLocked() // what did not fit, on a free slot
+	b.mu.Unlock()
+	for _, calls := range more {
+		b.c.spawn(func() { b.flush(calls) })
+	}
+	if len(calls) > 0 {
+		b.send(calls)
+	}
+	b.done()
+	<-cl.done
+	return cl.res, cl.err
+}
+
+// done frees the slot of a call that returned, and sends the batches
+// waiting for one.
+func (b *batcher[T]) done() {
+	b.mu.Lock()
+	b.busy--
+	batches := b.dispatchLocked()
+	b.mu.Unlock()
+	for _, calls := range batches {
+		b.c.spawn(func() { b.flush(calls) })
+	}
 }
 
 // dispatchLocked takes the next batches from the waiting callers, one per
