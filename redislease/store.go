@@ -38,9 +38,11 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	// Each operation's script defines it as a function over an offset into
-	// KEYS; a script calls it once, or once per request of a batch (each
-	// request's error an element of the reply: it fails that request only).
+	// Each operation's script defines it as a function over a request's
+	// keys; a script calls it once (on KEYS), or once per request of a batch
+	// (each request's error an element of the reply: it fails that request
+	// only). Renewals take KEYS from an offset; acquisitions and releases in
+	// a batch take one key per request (acquiremany.lua, releasemany.lua).
 	acquireScript     = redis.NewScript(readersSrc + acquireSrc + "local r = acquire(KEYS, unpack(ARGV))\nsaveFences()\nreturn r\n")
 	acquireManyScript = redis.NewScript(readersSrc + acquireSrc + batchSrc() + acquireManySrc)
 	renewScript       = redis.NewScript(readersSrc + renewSrc + "return renew(1, redis.call('GET', KEYS[1]), ARGV[1], ARGV[2], ARGV[3])\n")
