@@ -1,4 +1,5 @@
--- acquire.lua: acquire, and take, its common case in a batch (see store.go).
+-- acquire.lua: acquire, and take, its common case in a batch
+-- (acquiremany.lua).
 
 -- fences holds the fence counters a script's grants advanced (key, fence,
 -- ...), written with one MSET once its requests are done (saveFences).
@@ -37,9 +38,9 @@ local function take(lk, fk, last, tok, name, ms)
   return granted(fk, fence)
 end
 
--- acquire(ks, tok, name, ms, queue, max, id, shared) grants lease ks[1]
--- to token tok (holder name, for ms) if it is free and no live
--- waiter is queued ahead, or, shared (shared is '1'), if no writer holds it
+-- acquire(ks, tok, name, ms, queue, max, id, shared) grants lease ks[1] to
+-- token tok (holder name, for ms) if it is free and no live waiter is
+-- queued ahead, or, shared (shared is '1'), if no writer holds it
 -- and no live exclusive waiter is queued ahead; refreshes it if tok holds
 -- it; otherwise reports the holder and, if queue is '1', queues tok (or
 -- refreshes its entry) unless max live waiters are queued. id is the store's

@@ -6,7 +6,7 @@
 -- The common case, an exclusive release of a key that holds a lease when
 -- none of the batch's keys has a queue, is drop's: one MGET and one EXISTS
 -- read the whole batch, one DEL frees what the tokens held, and each release
--- costs its announcement.
+-- is announced only if the channel has subscribers (PUBSUB NUMSUB).
 local channel, plen, shared = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local qs = {}
 for i, lk in ipairs(KEYS) do
