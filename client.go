@@ -159,13 +159,17 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 			token = req.Token
 		}
 		var refused time.Time // the start of the last refused attempt: it refreshed the queue entry
+		var sent bool         // an attempt may have reached the store
 		l, err := c.wait(ctx, key, p, token, []string{key}, func(ctx context.Context) (*Lease, error) {
 			if !c.fifo {
 				req = c.request(key, p, false) // racing waiters: a new token per attempt
 			}
+			sent = sent || ctx.Err() == nil
 			return c.attempt(ctx, req, p, start, &refused)
 		})
-		if c.fifo && (err != nil || l.req.Token != req.Token) { // failed, or reentered after a refusal
+		// Failed, or reentered after a refusal: out of the queue, unless no
+		// attempt was made (ctx had ended), which leaves nothing to undo.
+		if c.fifo && sent && (err != nil || l.req.Token != req.Token) {
 			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue
 		}
 		return l, err

@@ -862,3 +862,48 @@ func TestDefaultTTLFitsStore(t *testing.T) {
 		t.Errorf("New with a TTL of 5s over a max of 4s = %v, want ErrInvalid", err)
 	}
 }
+
+// TestAcquireCancelledLeavesQueueOnce: an Acquire whose ctx had ended makes
+// no store call at all, and one that gave up after a refusal leaves the FIFO
+// queue with one release, so the key's next waiter is at the head.
+func TestAcquireCancelledLeavesQueueOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	holder, err := f.other(t).TryAcquire(ctx, "job", lease.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := f.c.Acquire(cancelled, "job"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a cancelled ctx = %v, want context.Canceled", err)
+	}
+	if a, r := f.fault.Acquires(), f.fault.Releases(); a != 0 || r != 0 {
+		t.Errorf("Acquire with a cancelled ctx made %d acquire and %d release calls, want none", a, r)
+	}
+
+	// A waiter that was refused once, then cancelled, leaves the queue.
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.c.Acquire(wctx, "job")
+		done <- err
+	}()
+	for f.fault.Acquires() < 1 || f.clk.Timers() < 3 { // refused and asleep
+		time.Sleep(time.Millisecond)
+	}
+	wcancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire cancelled while waiting = %v, want ErrHeld and context.Canceled", err)
+	}
+	if r := f.fault.Releases(); r != 1 {
+		t.Errorf("the cancelled waiter made %d release calls, want 1 (leaving the queue)", r)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := f.other(t)
+	if _, err := next.TryAcquire(ctx, "job"); err != nil {
+		t.Errorf("after the holder's release, with the waiter gone: TryAcquire = %v, want the lease", err)
+	}
+}

@@ -27,6 +27,7 @@ type FaultyStore struct {
 	inner driver.Store
 
 	acquires   atomic.Int64
+	releases   atomic.Int64
 	renewals   atomic.Int64
 	renewCalls atomic.Int64
 	closeOnce  sync.Once
@@ -90,6 +91,9 @@ func (f *FaultyStore) FailAcquire(err error) {
 // Acquires returns how many Acquire calls the FaultyStore has seen, failed
 // ones included.
 func (f *FaultyStore) Acquires() int64 { return f.acquires.Load() }
+
+// Releases returns how many Release calls the FaultyStore has seen.
+func (f *FaultyStore) Releases() int64 { return f.releases.Load() }
 
 // Renewals returns how many renewal requests the FaultyStore has seen: one
 // per Renew call and one per request of each RenewMany call, blocked and
@@ -164,6 +168,7 @@ func (f *FaultyStore) renewFault(ctx context.Context) error {
 
 // Release forwards to the inner store.
 func (f *FaultyStore) Release(ctx context.Context, r driver.Request) error {
+	f.releases.Add(1)
 	return f.inner.Release(ctx, r)
 }
 

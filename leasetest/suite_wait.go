@@ -127,8 +127,11 @@ func testCtxCancel(e *env) {
 	if !errors.Is(err, context.DeadlineExceeded) || l != nil {
 		e.t.Errorf("Acquire with a %v timeout on a held key: %v, %v; want context.DeadlineExceeded", timeout, l, err)
 	}
-	if took < timeout*9/10 || took > timeout+time.Second {
-		e.t.Errorf("Acquire with a %v timeout returned after %v", timeout, took)
+	// Past its ctx, Acquire finishes the store call in flight and, on a FIFO
+	// store, leaves the queue: each within a grace of min(TTL/3, 1s).
+	grace := min(e.ttl/3, time.Second)
+	if late := timeout + 2*grace + time.Second; took < timeout*9/10 || took > late {
+		e.t.Errorf("Acquire with a %v timeout returned after %v, want %v to %v", timeout, took, timeout*9/10, late)
 	}
 
 	cancelled, cancel := context.WithCancel(e.ctx)
