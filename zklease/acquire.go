@@ -37,59 +37,94 @@ func (s *Store) Acquire(ctx context.Context, r driver.Request) (driver.Grant, er
 			g.Fence = e.fence()
 		}
 	} else {
-		g, err = s.settle(ctx, r, e)
+		g, err = s.settle(ctx, r, e, 0)
 	}
 	if err == nil {
 		g.Lost = lost
-	} else if !errors.As(err, new(*lease.HeldError)) && !errors.As(err, new(*lease.QueueFullError)) {
-		err = fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
 	}
-	return g, err
+	return g, acquireErr(r, err)
 }
 
-// create makes r's ephemeral sequential node, in a multi with a write to
-// the key's parent (created when missing) whose stat tells the node's czxid
-// (the parent's pzxid) and the server's time (its mtime).
-func (s *Store) create(r driver.Request) (entry, error) {
+// acquireErr names r's key in err, unless it is nil or a refusal (whose
+// type says it).
+func acquireErr(r driver.Request, err error) error {
+	if err != nil && !errors.As(err, new(*lease.HeldError)) && !errors.As(err, new(*lease.QueueFullError)) {
+		err = fmt.Errorf("zklease: acquire %q: %w", r.Key, err)
+	}
+	return err
+}
+
+// createOps returns the multi that makes r's ephemeral sequential node: its
+// create, then a write to the key's parent whose stat tells the node's
+// czxid (the parent's pzxid), the server's time (its mtime) and whether the
+// node is the key's only child (see created).
+func (s *Store) createOps(r driver.Request) (*zk.CreateRequest, *zk.SetDataRequest) {
 	parent := s.parent(r.Key)
 	name := nodePrefix + r.Token
 	if r.Shared {
 		name += readMark
 	}
-	create := &zk.CreateRequest{Path: parent + "/" + name + "-", Data: encodeData(r, 0), Acl: s.acl, Flags: zk.FlagEphemeralSequential}
-	touch := &zk.SetDataRequest{Path: parent, Version: -1}
+	return &zk.CreateRequest{Path: parent + "/" + name + "-", Data: encodeData(r, 0), Acl: s.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: parent, Version: -1}
+}
+
+// created returns the entry that createOps' multi made for r from the
+// results of its two ops, and whether its node was the key's only child
+// then: no other holder, waiter or tombstone, so it holds the key.
+func created(r driver.Request, create, touch zk.MultiResponse) (entry, bool, error) {
+	if create.String == "" || touch.Stat == nil {
+		return entry{}, false, errors.New("unexpected multi response")
+	}
+	st := touch.Stat
+	e := entry{key: r.Key, path: create.String, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: st.Pzxid}
+	return e, st.NumChildren == 1, nil
+}
+
+// create makes r's node (createOps), creating the key's parent if it is
+// missing, and returns its entry and whether it is the key's only node.
+func (s *Store) create(r driver.Request) (entry, bool, error) {
+	create, touch := s.createOps(r)
 	res, err := s.conn.Multi(create, touch)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err = s.ensureParent(parent); err == nil {
+		if err = s.ensureParent(touch.Path); err == nil {
 			res, err = s.conn.Multi(create, touch)
 		}
 	}
-	if err == nil && (len(res) != 2 || res[0].String == "" || res[1].Stat == nil) {
+	if err == nil && len(res) != 2 {
 		err = errors.New("unexpected multi response")
 	}
-	if err != nil {
-		return entry{}, fmt.Errorf("create a node under %s: %w", parent, err)
+	var e entry
+	var alone bool
+	if err == nil {
+		e, alone, err = created(r, res[0], res[1])
 	}
-	st := res[1].Stat
-	return entry{key: r.Key, path: res[0].String, mtime: st.Mtime, ttlMs: r.TTL.Milliseconds(), czxid: st.Pzxid}, nil
+	if err != nil {
+		return entry{}, false, fmt.Errorf("create a node under %s: %w", touch.Path, err)
+	}
+	return e, alone, nil
 }
 
 // settle decides an acquisition with r's entry e (none yet: e.path is
 // empty, and settle creates the node). e holds the key if it is the lowest
 // node, or a reader's behind readers only (join): a queued entry then holds
 // it on the write of the call that last refreshed it (Grant.FromQueue),
-// with no write now, so a hand-off costs one listing. Otherwise the nodes
+// with no write now, so a hand-off costs one listing; a node created as
+// the key's only child holds it with no listing. Otherwise the nodes
 // that hold the key are dropped if their TTL ran out (and settle looks
 // again), or reported in a *lease.HeldError; a queued e stays as the
-// token's entry, refreshed; another e is deleted.
-func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.Grant, error) {
+// token's entry, refreshed; another e is deleted. now is the server's time
+// of this call's write (e's creation), 0 if none yet.
+func (s *Store) settle(ctx context.Context, r driver.Request, e entry, now int64) (driver.Grant, error) {
 	parent := s.parent(r.Key)
-	var now int64 // the server's time of this call's write; 0: none yet
 	for range maxRounds {
 		err := ctx.Err()
 		if err == nil && e.path == "" {
-			e, err = s.create(r)
+			var alone bool
+			e, alone, err = s.create(r)
 			now = e.mtime
+			if err == nil && alone {
+				return s.hold(r, e, now), nil
+			}
 		}
 		var nodes []node
 		i := -1
@@ -123,9 +158,7 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 			} else if err != nil {
 				return driver.Grant{}, err
 			}
-			e.held = true
-			s.entries.Store(r.Token, e)
-			return driver.Grant{Fence: e.fence(), FromQueue: now == 0}, nil
+			return s.hold(r, e, now), nil
 		case r.Queue && i-h >= s.maxWaiters: // never an entry queued before
 			return driver.Grant{}, s.dropped(e.path, -1, &lease.QueueFullError{Key: r.Key, Max: s.maxWaiters})
 		}
@@ -162,6 +195,15 @@ func (s *Store) settle(ctx context.Context, r driver.Request, e entry) (driver.G
 		return driver.Grant{}, held
 	}
 	return driver.Grant{}, fmt.Errorf("the nodes of %s kept changing for %d rounds", parent, maxRounds)
+}
+
+// hold records e as r's held entry and returns its grant; now is the
+// server's time of the call's write, 0 if it made none (a queued entry's
+// turn: see settle).
+func (s *Store) hold(r driver.Request, e entry, now int64) driver.Grant {
+	e.held = true
+	s.entries.Store(r.Token, e)
+	return driver.Grant{Fence: e.fence(), FromQueue: now == 0}
 }
 
 // join gives e, a node of run (the nodes that hold the key), its fence:

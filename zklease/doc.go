@@ -47,15 +47,23 @@
 // node. A release that no Acquire waits for is not announced.
 // go-zookeeper v1.0.4 has no persistent watches.
 //
-// Round trips: Acquire of a free key 2 (a multi that creates the node and
-// touches the parent, yielding the fence and the server's time; a
-// listing), of a held key 4 (+1 watch; + a read per further reader), or
+// Round trips: Acquire of a free key 1 (a multi that creates the node and
+// touches the parent, yielding the fence, the server's time and the
+// parent's number of children: one, the new node, and it holds the key; 3
+// more if the parent is missing: the multi fails, the parent is created
+// and the multi sent again), of a held key 4 (+1 watch; + a read per further reader), or
 // queued 3 (2 behind another waiter; +1 watch); a reader joining others
 // 3, + a read of each reader up to the first that records the epoch
 // (usually 4 or 5); a queued waiter's turn 1 (a listing; a reader's
 // joining others, 2 + those reads); Renew 1; RenewMany as few multis as
 // ZooKeeper's 1 MiB packet limit allows; Release 1; Inspect 3 (+1 per
-// further reader). go-zookeeper's calls take no context: a Store checks
+// further reader). AcquireMany and ReleaseMany (driver.BatchAcquirer,
+// driver.BatchReleaser; up to 64 requests) create, or delete, the nodes of
+// all their requests in one multi: a batch of free keys is 1 round trip;
+// parents missing from the failed op on are created one by one (the multi
+// failed as a whole), then the multi is sent again; a key with other nodes
+// goes on as Acquire does from the listing, and the requests of a failed
+// multi one by one. go-zookeeper's calls take no context: a Store checks
 // ctx before each operation.
 //
 // Listing and breaking (driver.Lister, driver.Breaker): List reads the

@@ -20,9 +20,11 @@ import (
 )
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.BatchRenewer = (*Store)(nil)
-	_ driver.Notifier     = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.BatchRenewer  = (*Store)(nil)
+	_ driver.BatchAcquirer = (*Store)(nil)
+	_ driver.BatchReleaser = (*Store)(nil)
+	_ driver.Notifier      = (*Store)(nil)
 )
 
 // Store is a driver.Store on ZooKeeper, safe for concurrent use.
@@ -224,7 +226,7 @@ func (s *Store) Root() string { return s.root }
 // Caps implements driver.Store: FIFO, shared holds, and a TTL of at most
 // the session timeout, so the session never outlives the Client's deadline.
 func (s *Store) Caps() driver.Caps {
-	return driver.Caps{MaxTTL: s.sessionTimeout, FIFO: true, MaxWaiters: s.maxWaiters, Shared: true}
+	return driver.Caps{MaxTTL: s.sessionTimeout, FIFO: true, MaxWaiters: s.maxWaiters, Shared: true, MaxBatch: maxBatch}
 }
 
 // Close ends the Store's subscriptions and, for a Store made by Dial, closes
