@@ -80,28 +80,63 @@ func created(r driver.Request, create, touch zk.MultiResponse) (entry, bool, err
 	return e, st.NumChildren == 1, nil
 }
 
-// create makes r's node (createOps), creating the key's parent if it is
-// missing, and returns its entry and whether it is the key's only node.
+// create makes r's node (createNodes), and returns its entry and whether
+// it is the key's only node.
 func (s *Store) create(r driver.Request) (entry, bool, error) {
-	create, touch := s.createOps(r)
-	res, err := s.conn.Multi(create, touch)
+	es, alone, err := s.createNodes([]driver.Request{r})
+	if err != nil {
+		return entry{}, false, fmt.Errorf("create a node under %s: %w", s.parent(r.Key), err)
+	}
+	return es[0], alone[0], nil
+}
+
+// createNodes makes the nodes of rs (createOps) in one multi, and returns
+// each one's entry and whether it is its key's only node. A missing parent
+// fails the multi as a whole, and the answer names the first failed op
+// only: the parents from that op's on are created (a request each) and the
+// multi sent once more (why not once per parent: docs/stores.md, ZooKeeper,
+// Batches).
+func (s *Store) createNodes(rs []driver.Request) ([]entry, []bool, error) {
+	ops := make([]any, 0, 2*len(rs))
+	for _, r := range rs {
+		create, touch := s.createOps(r)
+		ops = append(ops, create, touch)
+	}
+	res, err := s.conn.Multi(ops...)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err = s.ensureParent(touch.Path); err == nil {
-			res, err = s.conn.Multi(create, touch)
+		err = nil
+		for j := max(failedOp(res), 0) / 2; j < len(rs) && err == nil; j++ {
+			err = s.ensureParent(s.parent(rs[j].Key))
+		}
+		if err == nil {
+			res, err = s.conn.Multi(ops...)
 		}
 	}
-	if err == nil && len(res) != 2 {
+	if err == nil && len(res) != len(ops) {
 		err = errors.New("unexpected multi response")
 	}
-	var e entry
-	var alone bool
-	if err == nil {
-		e, alone, err = created(r, res[0], res[1])
-	}
 	if err != nil {
-		return entry{}, false, fmt.Errorf("create a node under %s: %w", touch.Path, err)
+		return nil, nil, err
 	}
-	return e, alone, nil
+	es, alone := make([]entry, len(rs)), make([]bool, len(rs))
+	for j, r := range rs {
+		if es[j], alone[j], err = created(r, res[2*j], res[2*j+1]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return es, alone, nil
+}
+
+// failedOp returns the index of the op that failed a multi, or -1: the
+// first with an error (the ops after it have one too, "runtime
+// inconsistency"; those before it none).
+func failedOp(res []zk.MultiResponse) int {
+	for k, r := range res {
+		if r.Error != nil {
+			return k
+		}
+	}
+	return -1
 }
 
 // settle decides an acquisition with r's entry e (none yet: e.path is
