@@ -170,7 +170,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...AcquireOption)
 		// Failed, or reentered after a refusal: out of the queue, unless no
 		// attempt was made (ctx had ended), which leaves nothing to undo.
 		if c.fifo && sent && (err != nil || l.req.Token != req.Token) {
-			c.drop(req, min(req.TTL/3, time.Second)) // out of the queue
+			c.drop(req, min(p.renew, callGrace)) // out of the queue, within the same grace
 		}
 		return l, err
 	})
