@@ -19,7 +19,10 @@ import (
 // n, with TrySemaphore and AcquireSemaphore; never more than n hold it at
 // once, n do at some point, and each slot's fences increase. The race runs
 // for at least 1.5 TTL and until n held at once (liveness, bounded generously
-// so a busy machine only makes it longer).
+// so a busy machine only makes it longer). A holder counts until it lets go
+// or its lease's local deadline passes: a machine loaded enough to starve a
+// heartbeat for a TTL loses the lease (logged, and its Release then reports
+// ErrLost), and the store may then grant the slot to another.
 func testSemaphoreLimit(e *env) {
 	const n, clients, perClient = 3, 3, 4
 	cs := make([]*lease.Client, clients)
@@ -27,31 +30,51 @@ func testSemaphoreLimit(e *env) {
 		cs[i] = e.client(e.store())
 	}
 	key := e.key("sem")
-	var holding, peak, wins atomic.Int64
+	var wins atomic.Int64
 	var mu sync.Mutex
+	holders := make(map[*lease.Lease]struct{}) // the holds not let go yet
+	peak, losses := 0, 0
 	fences := make(map[string][]uint64) // per slot key, in acquisition order
 	hold := func(l *lease.Lease) {
-		now := holding.Add(1)
-		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-		}
-		if now > n {
-			e.t.Errorf("%d holders of a semaphore of %d", now, n)
-		}
 		mu.Lock()
+		live := 1
+		for h := range holders {
+			if h.Remaining() > 0 {
+				live++
+			}
+		}
+		holders[l] = struct{}{}
+		peak = max(peak, live)
+		if live > n {
+			e.t.Errorf("%d holders of a semaphore of %d", live, n)
+		}
 		fences[l.Key()] = append(fences[l.Key()], l.Fence())
 		mu.Unlock()
 		wins.Add(1)
 		time.Sleep(e.ttl / 20)
-		holding.Add(-1) // before the release: the count never undercounts
-		if err := l.Release(e.ctx); err != nil {
+		mu.Lock()
+		delete(holders, l) // before the release: the count never undercounts
+		mu.Unlock()
+		switch err := l.Release(e.ctx); {
+		case errors.Is(err, lease.ErrLost):
+			mu.Lock()
+			losses++
+			mu.Unlock()
+			e.t.Logf("a slot's lease was lost while held (a starved heartbeat): %v", err)
+		case err != nil:
 			e.t.Errorf("Release of a slot: %v", err)
 		}
+	}
+	peakNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
 	}
 	begin := time.Now()
 	stop, giveUp := begin.Add(e.ttl+e.ttl/2), begin.Add(15*time.Second+10*e.ttl)
 	done := func() bool {
 		now := time.Now()
-		return e.ctx.Err() != nil || now.After(giveUp) || now.After(stop) && peak.Load() >= n
+		return e.ctx.Err() != nil || now.After(giveUp) || now.After(stop) && peakNow() >= n
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -86,9 +109,12 @@ func testSemaphoreLimit(e *env) {
 	}
 	close(start)
 	wg.Wait()
-	e.t.Logf("%d acquisitions by %d goroutines of %d clients in %v; peak %d holders", wins.Load(), clients*perClient, clients, time.Since(begin).Round(time.Millisecond), peak.Load())
-	if p := peak.Load(); p != n {
-		e.t.Errorf("peak of %d concurrent holders, want exactly n = %d", p, n)
+	e.t.Logf("%d acquisitions by %d goroutines of %d clients in %v; peak %d holders; %d lost", wins.Load(), clients*perClient, clients, time.Since(begin).Round(time.Millisecond), peak, losses)
+	if peak != n {
+		e.t.Errorf("peak of %d concurrent holders, want exactly n = %d", peak, n)
+	}
+	if int64(losses) > wins.Load()/4 {
+		e.t.Errorf("%d of %d holds lost: heartbeats fail even without load", losses, wins.Load())
 	}
 	for slot, fs := range fences {
 		for i := 1; i < len(fs); i++ {
