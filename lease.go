@@ -14,16 +14,19 @@ import (
 // Lease is one held lease, renewed by its Client until it is released or
 // lost. Stop work when Done closes; pass Fence with writes.
 type Lease struct {
-	c      *Client
-	req    driver.Request
-	p      params
-	fence  uint64
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	id     uint64 // Event.ID
+	c     *Client
+	req   driver.Request
+	p     params
+	fence uint64
+	id    uint64 // Event.ID
 
 	// Guarded by c.mu.
-	err         error         // nil while held
+	err error // nil while held
+	// ctx is made by the first Context or Done (most leases are released
+	// without either, and a context costs allocations); cancel ends it
+	// with err.
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
 	acquired    time.Time     // send time of the acquisition
 	lastRenew   time.Time     // send time of the last successful acquire/renew
 	latency     time.Duration // round trip of the last successful renewal
@@ -39,9 +42,8 @@ type Lease struct {
 
 // newLease returns a lease whose TTL started at from.
 func newLease(c *Client, req driver.Request, p params, fence uint64, from time.Time) *Lease {
-	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		c: c, req: req, p: p, fence: fence, ctx: ctx, cancel: cancel, id: c.ids.Add(1),
+		c: c, req: req, p: p, fence: fence, id: c.ids.Add(1),
 		lastRenew: from, deadline: from.Add(p.ttl - p.drift), nextRenew: from.Add(p.renew),
 	}
 	if p.maxHold > 0 {
@@ -75,10 +77,28 @@ func (l *Lease) Fence() uint64 { return l.fence }
 
 // Context returns a context cancelled when the lease is lost or released,
 // with Err as its cause.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
 
 // Done is closed when the lease is lost or released.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
+
+// endLocked ends l's context, if one was made, with cause; the caller
+// holds c.mu.
+func (l *Lease) endLocked(cause error) {
+	if l.cancel != nil {
+		l.cancel(cause)
+	}
+}
 
 // Err returns nil while the lease is held, then a *LostError or ErrReleased.
 func (l *Lease) Err() error {
@@ -120,8 +140,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
 	inflight, deadline := l.inflight, l.deadline
+	l.endLocked(ErrReleased)
 	c.mu.Unlock()
-	l.cancel(ErrReleased)
 	if inflight != nil {
 		select {
 		case <-inflight:
@@ -187,7 +207,7 @@ func (c *Client) loseLocked(l *Lease, reason LossReason, cause error) Event {
 	l.err = err
 	c.forgetLocked(l)
 	c.unwatchLostLocked(l)
-	l.cancel(err)
+	l.endLocked(err)
 	ev := l.event(EventLost, c.clock.Now())
 	ev.Reason, ev.Err = reason, cause
 	c.log.Warn("lease: lost", "key", l.req.Key, "fence", l.fence, "reason", string(reason), "err", cause)
