@@ -408,6 +408,56 @@ func (c *Client) cleanup(req driver.Request) {
 	c.spawn(func() { c.drop(req, min(req.TTL, 5*time.Second)) })
 }
 
+// cleanupAll drops the tokens of reqs, leases lost together that nobody
+// will renew, in one background goroutine, within the timeout of one drop:
+// a batching store takes them in batches, another one by one; what is left
+// when the timeout ends expires with its TTL. A mass loss (a session or the
+// store's connection gone under thousands of leases) then starts one
+// goroutine, not one per lease.
+func (c *Client) cleanupAll(reqs []driver.Request) {
+	if len(reqs) <= 1 {
+		for _, r := range reqs {
+			c.cleanup(r)
+		}
+		return
+	}
+	c.spawn(func() {
+		var ttl time.Duration
+		for _, r := range reqs {
+			ttl = max(ttl, r.TTL)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, 5*time.Second))
+		defer cancel()
+		batch := 1
+		br, ok := c.store.(driver.BatchReleaser)
+		if ok {
+			batch = cmp.Or(min(c.caps.MaxBatch, maxBatch), maxBatch)
+		}
+		failed, last := 0, error(nil)
+		for lo := 0; lo < len(reqs); lo += batch {
+			chunk := reqs[lo:min(lo+batch, len(reqs))]
+			var errs []error
+			switch {
+			case ctx.Err() != nil:
+				errs = []error{ctx.Err()}
+				failed += len(chunk) - 1
+			case ok:
+				errs = br.ReleaseMany(ctx, chunk)
+			default:
+				errs = []error{c.store.Release(ctx, chunk[0])}
+			}
+			for _, err := range errs {
+				if err != nil && !errors.Is(err, ErrNotHeld) {
+					failed, last = failed+1, err
+				}
+			}
+		}
+		if failed > 0 {
+			c.log.Warn("lease: releasing the tokens of lost leases failed; the store frees them after their TTL", "failed", failed, "of", len(reqs), "err", last)
+		}
+	})
+}
+
 // spawn runs f in a goroutine tracked by Close; while Close is draining it
 // runs f inline instead.
 func (c *Client) spawn(f func()) {

@@ -134,9 +134,11 @@ func (c *Client) tick() time.Time {
 	c.wakeAt = next
 	c.unlockEmit(evs...)
 
-	for _, l := range lost {
-		c.cleanup(l.req)
+	reqs := make([]driver.Request, len(lost))
+	for i, l := range lost {
+		reqs[i] = l.req
 	}
+	c.cleanupAll(reqs)
 	if len(due) > 0 {
 		c.renew(now, due)
 	}

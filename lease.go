@@ -187,17 +187,22 @@ func (c *Client) releaseStore(ctx context.Context, req driver.Request, deadline 
 	}
 }
 
-// lose marks l lost for reason unless it is no longer held; for a loss the
-// store may not know about yet, it also frees the token in the store.
-func (c *Client) lose(l *Lease, reason LossReason, cause error) {
-	c.mu.Lock()
-	if l.err != nil {
-		c.mu.Unlock()
-		return
+// loseAll marks the leases of ls that are still held lost for reason; for
+// a loss the store may not know about yet, it also frees their tokens in
+// the store (see cleanupAll).
+func (c *Client) loseAll(ls []*Lease, reason LossReason, cause error) {
+	var reqs []driver.Request
+	for _, l := range ls {
+		c.mu.Lock()
+		if l.err != nil {
+			c.mu.Unlock()
+			continue
+		}
+		c.unlockEmit(c.loseLocked(l, reason, cause))
+		reqs = append(reqs, l.req)
 	}
-	c.unlockEmit(c.loseLocked(l, reason, cause))
 	if reason != LossNotHeld {
-		c.cleanup(l.req)
+		c.cleanupAll(reqs)
 	}
 }
 

@@ -68,7 +68,5 @@ func (c *Client) watchLost(w *lostWatch) {
 	}
 	held := slices.Collect(maps.Keys(w.leases))
 	c.mu.Unlock()
-	for _, l := range held {
-		c.lose(l, LossSession, errSessionEnded)
-	}
+	c.loseAll(held, LossSession, errSessionEnded)
 }
