@@ -61,7 +61,10 @@ type mkSystem struct {
 
 func (s mkSystem) Key() string { return s.Name + "/" + s.Store }
 
-// manyKeySystems lists the scenario's systems in report order.
+// manyKeySystems lists the scenario's systems in run and report order:
+// each store's peers right after leasekit on it, so that a server's
+// leftover work (expiring sessions, compaction) falls on the same store's
+// systems, not on the next store's.
 func manyKeySystems() []mkSystem {
 	lk := func(store, note string) mkSystem {
 		return mkSystem{Name: "leasekit", Store: store, Note: note, New: func(ctx context.Context, env *Env, w *wire, srv *mkServer) (mkLocker, error) {
@@ -70,10 +73,6 @@ func manyKeySystems() []mkSystem {
 	}
 	return []mkSystem{
 		lk("redis", "one lease.Client on one redislease store (one go-redis client, pool 8) shared by the 64 workers"),
-		lk("postgres-table", "one lease.Client on one pglease table-mode store (one pgxpool, 8 conns)"),
-		lk("etcd", "one lease.Client on one etcdlease store (one etcd client)"),
-		lk("zookeeper", "one lease.Client on one zklease store (one session, timeout = TTL)"),
-		lk("file", "one lease.Client on one filelease store"),
 		{Name: "redislock", Store: "redis", Note: "bsm/redislock v0.9.4 on one shared go-redis client (pool 8), LinearBackoff(10ms)",
 			New: func(ctx context.Context, env *Env, w *wire, srv *mkServer) (mkLocker, error) {
 				rdb := newCountedRedis(srv.redisAddr, w)
@@ -84,10 +83,14 @@ func manyKeySystems() []mkSystem {
 				rdb := newCountedRedis(srv.redisAddr, w)
 				return &mkRedsync{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb))}, nil
 			}},
+		lk("postgres-table", "one lease.Client on one pglease table-mode store (one pgxpool, 8 conns)"),
+		lk("etcd", "one lease.Client on one etcdlease store (one etcd client)"),
 		{Name: "etcd-mutex", Store: "etcd", Note: "etcd client v3.5 concurrency.Mutex per operation, one shared session (TTL 10 s)",
 			New: newMKEtcdMutex},
+		lk("zookeeper", "one lease.Client on one zklease store (one session, timeout = TTL)"),
 		{Name: "zk-lock", Store: "zookeeper", Note: "go-zookeeper/zk v1.0.4 zk.Lock per operation, one shared connection (session timeout = TTL)",
 			New: newMKZKLock},
+		lk("file", "one lease.Client on one filelease store"),
 	}
 }
 
@@ -342,6 +345,7 @@ func cpuSince(a, b cpuReading) time.Duration {
 func runManyKeys(ctx context.Context, env *Env, systems []mkSystem, workers, keys int, dur time.Duration, redisAddr string, redisPrivate bool, logf func(string, ...any)) []Result {
 	var out []Result
 	for _, s := range systems {
+		settle(15 * time.Second)
 		srv := &mkServer{}
 		switch s.Store {
 		case "redis":

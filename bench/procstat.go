@@ -105,3 +105,47 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// settle waits, up to max, until the machine is nearly idle (under a tenth
+// of its CPU busy over half a second, by /proc/stat), so that the work a
+// previous system left behind (a server expiring its leases or sessions, a
+// collector) is not counted against the next one.
+func settle(max time.Duration) {
+	end := time.Now().Add(max)
+	for time.Now().Before(end) {
+		busy0, total0, err := machineCPU()
+		if err != nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+		busy1, total1, err := machineCPU()
+		if err != nil || total1 <= total0 || 10*(busy1-busy0) < total1-total0 {
+			return
+		}
+	}
+}
+
+// machineCPU returns the machine's busy and total CPU ticks so far (the
+// "cpu" line of /proc/stat; idle and iowait are not busy).
+func machineCPU() (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, nil
+}
