@@ -267,7 +267,7 @@ func (e *env) expiryWait() time.Duration { return e.ttl + e.ttl/2 + 50*time.Mill
 func (e *env) storeAcquire(s driver.Store, key, holder string, ttl time.Duration) (driver.Request, driver.Grant) {
 	e.t.Helper()
 	r := driver.Request{Key: key, Token: token(), Holder: holder, TTL: ttl}
-	g, err := s.Acquire(e.ctx, r)
+	g, err := e.acquireRetried(s, r)
 	if err != nil {
 		e.t.Fatalf("store Acquire(%q): %v", key, err)
 	}
@@ -275,6 +275,36 @@ func (e *env) storeAcquire(s driver.Store, key, holder string, ttl time.Duration
 		e.t.Fatalf("store Acquire(%q): fence 0, want > 0", key)
 	}
 	return r, g
+}
+
+// acquireRetried is s.Acquire(r), sent again (up to 3 times in all) after
+// a transient error: a connection that a loaded machine or a server's
+// election dropped under the call (ZooKeeper's "connection closed"). The
+// Client retries those; a store's answer to a retried token is the same
+// grant or refusal (IdempotentAcquire), so the subtests that call the store
+// directly retry too. Every refusal and typed error is returned at once.
+func (e *env) acquireRetried(s driver.Store, r driver.Request) (driver.Grant, error) {
+	e.t.Helper()
+	for try := 1; ; try++ {
+		g, err := s.Acquire(e.ctx, r)
+		if err == nil || try == 3 || e.ctx.Err() != nil || !transient(err) {
+			return g, err
+		}
+		e.t.Logf("store Acquire(%q) for %s, try %d: %v; trying again", r.Key, r.Holder, try, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// transient reports whether err is none of the errors a store returns on
+// purpose (a refusal, bad input, a corrupt record, a lost or broken hold).
+func transient(err error) bool {
+	for _, typed := range []error{lease.ErrHeld, lease.ErrNotHeld, lease.ErrInvalid, lease.ErrCorrupt, lease.ErrQueueFull,
+		lease.ErrBroken, lease.ErrClosed, lease.ErrLost, errors.ErrUnsupported, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, typed) {
+			return false
+		}
+	}
+	return true
 }
 
 // inspect returns the store's Info for key and fails the test on error.

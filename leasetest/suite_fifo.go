@@ -55,7 +55,7 @@ func btoi(b bool) int {
 func (e *env) grant(s driver.Store, r driver.Request) driver.Grant {
 	e.t.Helper()
 	r.Queue = true
-	g, err := s.Acquire(e.ctx, r)
+	g, err := e.acquireRetried(s, r)
 	if err != nil {
 		e.t.Fatalf("Acquire(%q) for %s, first in the queue: %v", r.Key, r.Holder, err)
 	}

@@ -46,7 +46,7 @@ func reader(key, holder string, ttl time.Duration) driver.Request {
 // unless it is granted with fence want (0: any fence above 0).
 func (e *env) grantShared(s driver.Store, r driver.Request, want uint64) uint64 {
 	e.t.Helper()
-	g, err := s.Acquire(e.ctx, r)
+	g, err := e.acquireRetried(s, r)
 	switch {
 	case err != nil:
 		e.t.Fatalf("shared Acquire(%q) for %s: %v", r.Key, r.Holder, err)
@@ -62,7 +62,7 @@ func (e *env) grantShared(s driver.Store, r driver.Request, want uint64) uint64 
 // *lease.HeldError, which it returns.
 func (e *env) refused(s driver.Store, r driver.Request) *lease.HeldError {
 	e.t.Helper()
-	_, err := s.Acquire(e.ctx, r)
+	_, err := e.acquireRetried(s, r)
 	var he *lease.HeldError
 	if !errors.As(err, &he) {
 		e.t.Fatalf("Acquire(%q) for %s (shared %v) = %v, want a *lease.HeldError", r.Key, r.Holder, r.Shared, err)
