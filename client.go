@@ -405,8 +405,11 @@ func (c *Client) drop(req driver.Request, timeout time.Duration) {
 
 // cleanup drops req's token in the background.
 func (c *Client) cleanup(req driver.Request) {
-	c.spawn(func() { c.drop(req, min(req.TTL, 5*time.Second)) })
+	c.spawn(func() { c.drop(req, min(req.TTL, cleanupTimeout)) })
 }
+
+// cleanupTimeout bounds the background release of tokens nobody renews.
+const cleanupTimeout = 5 * time.Second
 
 // cleanupAll drops the tokens of reqs, leases lost together that nobody
 // will renew, in one background goroutine, within the timeout of one drop:
@@ -426,25 +429,21 @@ func (c *Client) cleanupAll(reqs []driver.Request) {
 		for _, r := range reqs {
 			ttl = max(ttl, r.TTL)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, 5*time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, cleanupTimeout))
 		defer cancel()
+		br, batches := c.store.(driver.BatchReleaser)
 		batch := 1
-		br, ok := c.store.(driver.BatchReleaser)
-		if ok {
+		if batches {
 			batch = cmp.Or(min(c.caps.MaxBatch, maxBatch), maxBatch)
 		}
 		failed, last := 0, error(nil)
 		for lo := 0; lo < len(reqs); lo += batch {
 			chunk := reqs[lo:min(lo+batch, len(reqs))]
-			var errs []error
-			switch {
-			case ctx.Err() != nil:
-				errs = []error{ctx.Err()}
-				failed += len(chunk) - 1
-			case ok:
+			errs := []error{nil}
+			if batches {
 				errs = br.ReleaseMany(ctx, chunk)
-			default:
-				errs = []error{c.store.Release(ctx, chunk[0])}
+			} else {
+				errs[0] = c.store.Release(ctx, chunk[0])
 			}
 			for _, err := range errs {
 				if err != nil && !errors.Is(err, ErrNotHeld) {
