@@ -88,6 +88,18 @@ func (f *fixture) other(t *testing.T) *lease.Client {
 	return c
 }
 
+// dropToken deletes l's token from the store behind the Client's back (an
+// operator, a store fail-over) and runs the heartbeat round of l's TTL ttl,
+// which loses l; it returns the loss event.
+func (f *fixture) dropToken(t *testing.T, l *lease.Lease, ttl time.Duration) lease.Event {
+	t.Helper()
+	if err := f.mem.Release(context.Background(), driver.Request{Key: l.Key(), Token: l.Token()}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(ttl / 3)
+	return f.rec.take(t, lease.EventLost)
+}
+
 func TestHeartbeatKeepsLeaseOnFakeClock(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -225,12 +237,7 @@ func TestStoreLosingTokenLosesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Someone (an operator, a store failover) deleted our token.
-	if err := f.mem.Release(ctx, driver.Request{Key: "job", Token: l.Token()}); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(10 * time.Second / 3)
-	e := f.rec.take(t, lease.EventLost)
+	e := f.dropToken(t, l, 10*time.Second)
 	if e.Reason != lease.LossNotHeld || !errors.Is(l.Err(), lease.ErrNotHeld) {
 		t.Fatalf("lost event %+v, Err %v", e, l.Err())
 	}

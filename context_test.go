@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/driver"
 )
 
 func TestLeaseContextBeforeAndAfterTheEnd(t *testing.T) {
@@ -58,11 +57,7 @@ func TestLeaseContextBeforeAndAfterTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.mem.Release(ctx, driver.Request{Key: "lost", Token: l3.Token()}); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Advance(10 * time.Second / 3)
-	f.rec.take(t, lease.EventLost)
+	f.dropToken(t, l3, 10*time.Second)
 	ended(t, l3.Context(), lease.ErrLost)
 	var le *lease.LostError
 	if !errors.As(context.Cause(l3.Context()), &le) || le.Reason != lease.LossNotHeld {

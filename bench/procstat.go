@@ -106,12 +106,12 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// settle waits, up to max, until the machine is nearly idle (under a tenth
+// settle waits, up to limit, until the machine is nearly idle (under a tenth
 // of its CPU busy over half a second, by /proc/stat), so that the work a
 // previous system left behind (a server expiring its leases or sessions, a
 // collector) is not counted against the next one.
-func settle(max time.Duration) {
-	end := time.Now().Add(max)
+func settle(limit time.Duration) {
+	end := time.Now().Add(limit)
 	for time.Now().Before(end) {
 		busy0, total0, err := machineCPU()
 		if err != nil {

@@ -777,12 +777,12 @@ func missedWhy(w func(string, ...any), x index, vs []verdict) {
 					vd.store, fp(lk.RequestsPerOp), f1(counterF(lk, "messages_per_op")), p.System, fp(p.RequestsPerOp), f1(counterF(p, "messages_per_op")))
 				if lk.ServerCPUUsPerOp != nil && p.ServerCPUUsPerOp != nil {
 					why += fmt.Sprintf(" (server CPU per operation %s µs against %s µs", f1(*lk.ServerCPUUsPerOp), f1(*p.ServerCPUUsPerOp))
+					ceiling := ""
 					if a, b := counterF(lk, "client_cpu_us_per_op"), counterF(p, "client_cpu_us_per_op"); a > 0 && b > 0 {
 						why += fmt.Sprintf(", client CPU %s µs against %s µs", f1(a), f1(b))
-						why += ")" + cpuCeiling(lk, p, *lk.ServerCPUUsPerOp+a, *p.ServerCPUUsPerOp+b)
-					} else {
-						why += ")"
+						ceiling = cpuCeiling(lk, p, *lk.ServerCPUUsPerOp+a, *p.ServerCPUUsPerOp+b)
 					}
+					why += ")" + ceiling
 				}
 				why += "."
 			}
